@@ -1,0 +1,13 @@
+DROP TABLE replay_audit;
+DROP TABLE replay_records;
+DROP TABLE task_attempts;
+DROP TABLE tasks;
+DROP TABLE usage_records;
+DROP TRIGGER budget_ledger_append_only ON budget_ledger;
+DROP TABLE budget_ledger;
+DROP FUNCTION budget_ledger_append_only();
+DROP TABLE budget_reservations;
+DROP TABLE budgets;
+DROP TABLE api_keys;
+DROP TABLE owners;
+DELETE FROM river_migration WHERE line = 'main' AND version BETWEEN 1 AND 8;
