@@ -1,0 +1,133 @@
+// Package accounts owns owners and their API keys: who may call Tollgate and
+// in which role.
+//
+// A key is shown once, at creation, and stored only as its SHA-256 digest.
+// Keys are 256 random bits, so a fast digest is as strong as a slow one and
+// authentication stays a single index probe on every request.
+package accounts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Role decides what a key may see.
+type Role string
+
+// The roles. A client sees its own owner's data; support may read any
+// owner's replay records; finance may read any owner's usage; admin may do
+// both.
+const (
+	RoleClient  Role = "client"
+	RoleSupport Role = "support"
+	RoleFinance Role = "finance"
+	RoleAdmin   Role = "admin"
+)
+
+// ParseRole returns ErrInvalid for anything but the four roles.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleClient, RoleSupport, RoleFinance, RoleAdmin:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w: role %q is not one of client, support, finance, admin", ErrInvalid, s)
+}
+
+// Errors returned by this package.
+var (
+	ErrInvalid         = errors.New("accounts: invalid")
+	ErrUnauthenticated = errors.New("accounts: unknown or revoked key")
+)
+
+// keyPrefix marks Tollgate keys so that secret scanners and people can
+// recognise one.
+const keyPrefix = "tg_"
+
+var ownerFormat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidOwner reports whether s may name an owner.
+func ValidOwner(s string) bool { return ownerFormat.MatchString(s) }
+
+// Principal is the authenticated caller of one request.
+type Principal struct {
+	KeyID   string
+	OwnerID string
+	Role    Role
+}
+
+// Store reads and writes owners and keys.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// EnsureOwnerTx creates the owner if it does not exist. It returns ErrInvalid
+// for a malformed owner id.
+func EnsureOwnerTx(ctx context.Context, tx pgx.Tx, owner string) error {
+	if !ValidOwner(owner) {
+		return fmt.Errorf("%w: owner %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, owner)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO owners (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, owner)
+	if err != nil {
+		return fmt.Errorf("accounts: ensure owner: %w", err)
+	}
+	return nil
+}
+
+// CreateKey creates the owner if needed and a new key for it, returning the
+// key in clear. This is the only time the clear key exists anywhere.
+func (s *Store) CreateKey(ctx context.Context, owner string, role Role) (key string, err error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("accounts: random key: %w", err)
+	}
+	key = keyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	digest := sha256.Sum256([]byte(key))
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := EnsureOwnerTx(ctx, tx, owner); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (owner_id, role, key_hash, key_prefix) VALUES ($1, $2, $3, $4)`,
+			owner, string(role), digest[:], key[:len(keyPrefix)+4])
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("accounts: create key: %w", err)
+	}
+	return key, nil
+}
+
+// Authenticate returns the principal for a clear key, or ErrUnauthenticated.
+func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error) {
+	if !strings.HasPrefix(key, keyPrefix) || len(key) > 128 {
+		return Principal{}, ErrUnauthenticated
+	}
+	digest := sha256.Sum256([]byte(key))
+	var p Principal
+	var role string
+	err := s.pool.QueryRow(ctx,
+		`SELECT id::text, owner_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("accounts: authenticate: %w", err)
+	}
+	p.Role = Role(role)
+	return p, nil
+}

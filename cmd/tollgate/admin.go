@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/migrations"
+)
+
+// migrateCmd: tollgate migrate up | down [N] | version.
+func migrateCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: tollgate migrate up|down [N]|version")
+	}
+	dbURL := orDefault(getenv("DATABASE_URL"), defaultDatabaseURL)
+	if args[0] == "up" {
+		if err := migrations.EnsureDatabase(ctx, dbURL); err != nil {
+			return err
+		}
+	}
+	m, err := migrations.New(dbURL)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	switch args[0] {
+	case "up":
+		if err := m.Up(); err != nil {
+			return err
+		}
+	case "down":
+		steps := 1
+		if len(args) > 1 {
+			if steps, err = strconv.Atoi(args[1]); err != nil || steps < 1 {
+				return errors.New("usage: tollgate migrate down [N] (N >= 1, default 1)")
+			}
+		}
+		if err := m.Down(steps); err != nil {
+			return err
+		}
+	case "version":
+	default:
+		return fmt.Errorf("unknown migrate command %q: want up, down or version", args[0])
+	}
+	v, dirty, err := m.Version()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "version %d (latest %d)", v, migrations.Latest())
+	if dirty {
+		fmt.Fprint(stdout, " DIRTY: a migration failed part-way; fix and force the version")
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// keysCmd: tollgate keys create --owner O --role R. Prints the key alone on
+// stdout, so scripts can capture it.
+func keysCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return errors.New("usage: tollgate keys create --owner OWNER --role client|support|finance|admin")
+	}
+	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
+	owner := fs.String("owner", "", "owner id")
+	role := fs.String("role", "client", "client, support, finance or admin")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	r, err := accounts.ParseRole(*role)
+	if err != nil {
+		return err
+	}
+	if !accounts.ValidOwner(*owner) {
+		return errors.New("--owner must be 1-64 letters, digits, '.', '_' or '-'")
+	}
+	pool, err := openDatabase(ctx, orDefault(getenv("DATABASE_URL"), defaultDatabaseURL), getenv("TOLLGATE_MIGRATE") != "off")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	key, err := accounts.NewStore(pool).CreateKey(ctx, *owner, r)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, key)
+	return nil
+}
+
+// budgetCmd: tollgate budget set --owner O --total-micros N.
+func budgetCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "set" {
+		return errors.New("usage: tollgate budget set --owner OWNER --total-micros N")
+	}
+	fs := flag.NewFlagSet("budget set", flag.ContinueOnError)
+	owner := fs.String("owner", "", "owner id")
+	total := fs.Int64("total-micros", -1, "budget total in micro-units (1 unit = 1,000,000)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *total < 0 {
+		return errors.New("--total-micros is required and must be >= 0")
+	}
+	pool, err := openDatabase(ctx, orDefault(getenv("DATABASE_URL"), defaultDatabaseURL), getenv("TOLLGATE_MIGRATE") != "off")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	b, err := budget.NewStore(pool).Set(ctx, *owner, *total)
+	if errors.Is(err, budget.ErrBelowCommitted) {
+		return fmt.Errorf("owner %s already has reserved plus spent money above %d micros; choose a larger total", *owner, *total)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "owner=%s total_micros=%d reserved_micros=%d spent_micros=%d available_micros=%d\n",
+		b.OwnerID, b.TotalMicros, b.ReservedMicros, b.SpentMicros, b.Available())
+	return nil
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/budget"
+)
+
+// config is every setting of `tollgate serve`, read once from the
+// environment and logged at start-up with secrets masked.
+type config struct {
+	DatabaseURL      string
+	Addr             string
+	Migrate          bool
+	ModelBaseURL     string
+	ModelAPIKey      string
+	ModelName        string
+	RequestTimeout   time.Duration
+	MaxBodyBytes     int64
+	MaxAttempts      int
+	DefaultMaxTokens int
+	Workers          int
+	Prices           budget.Prices
+	PricesSpec       string
+}
+
+const (
+	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/tollgate?sslmode=disable"
+	defaultAddr        = "127.0.0.1:8080"
+	defaultModel       = "gpt-4o-mini"
+	// defaultPrices are list prices in micro-units per million tokens.
+	defaultPrices = "gpt-4o-mini=150000:600000,gpt-4o=2500000:10000000,gpt-4.1-mini=400000:1600000"
+)
+
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		DatabaseURL:  orDefault(getenv("DATABASE_URL"), defaultDatabaseURL),
+		Addr:         orDefault(getenv("TOLLGATE_ADDR"), defaultAddr),
+		Migrate:      getenv("TOLLGATE_MIGRATE") != "off",
+		ModelBaseURL: getenv("MODEL_BASE_URL"),
+		ModelAPIKey:  getenv("MODEL_API_KEY"),
+		ModelName:    orDefault(getenv("MODEL_NAME"), defaultModel),
+		PricesSpec:   orDefault(getenv("TOLLGATE_PRICES"), defaultPrices),
+	}
+	var err error
+	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 3_600_000)
+	if err != nil {
+		return c, err
+	}
+	c.RequestTimeout = time.Duration(ms) * time.Millisecond
+	mb, err := intVar(getenv, "TOLLGATE_MAX_BODY_BYTES", 1<<20, 1024, 64<<20)
+	if err != nil {
+		return c, err
+	}
+	c.MaxBodyBytes = int64(mb)
+	if c.MaxAttempts, err = intVar(getenv, "TOLLGATE_MAX_ATTEMPTS", 5, 1, 50); err != nil {
+		return c, err
+	}
+	if c.DefaultMaxTokens, err = intVar(getenv, "TOLLGATE_DEFAULT_MAX_TOKENS", 1024, 1, 1_000_000); err != nil {
+		return c, err
+	}
+	if c.Workers, err = intVar(getenv, "TOLLGATE_WORKERS", 100, 1, 10_000); err != nil {
+		return c, err
+	}
+	if c.Prices, err = budget.ParsePrices(c.PricesSpec, budget.DefaultPrice); err != nil {
+		return c, fmt.Errorf("TOLLGATE_PRICES: %w", err)
+	}
+	if c.ModelBaseURL != "" {
+		if u, err := url.Parse(c.ModelBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("MODEL_BASE_URL must be an http(s) URL")
+		}
+	}
+	return c, nil
+}
+
+// logValue is the config as it may be logged: no password, no API key.
+func (c config) logValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("database_url", redactURL(c.DatabaseURL)),
+		slog.String("addr", c.Addr),
+		slog.Bool("migrate", c.Migrate),
+		slog.String("model_base_url", redactURL(c.ModelBaseURL)),
+		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
+		slog.String("model_name", c.ModelName),
+		slog.Int64("request_timeout_ms", c.RequestTimeout.Milliseconds()),
+		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Int("max_attempts", c.MaxAttempts),
+		slog.Int("workers", c.Workers),
+		slog.String("prices", c.PricesSpec),
+	)
+}
+
+func redactURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return u.Redacted()
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+func intVar(getenv func(string) string, name string, deflt, lo, hi int) (int, error) {
+	s := getenv(name)
+	if s == "" {
+		return deflt, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%s must be a whole number from %d to %d", name, lo, hi)
+	}
+	return n, nil
+}
+
+// buildVersion is the VCS revision the binary was built from, recorded in
+// every replay record.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return info.Main.Version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}

@@ -1,0 +1,62 @@
+// Command tollgate runs the Tollgate service and its administration tasks.
+//
+//	tollgate serve                       run the HTTP API and the workers
+//	tollgate migrate up|down [N]|version manage the database schema
+//	tollgate keys create --owner O --role client|support|finance|admin
+//	tollgate budget set --owner O --total-micros N
+//	tollgate fakeprovider                run the deterministic fake model provider
+//
+// Configuration comes from the environment; see README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  tollgate serve [--log-format json|text]
+  tollgate migrate up|down [N]|version
+  tollgate keys create --owner OWNER --role client|support|finance|admin
+  tollgate budget set --owner OWNER --total-micros N
+  tollgate fakeprovider
+`
+
+// run is the whole program; main only wires the process to it, so tests
+// can run every subcommand in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "migrate":
+		return migrateCmd(ctx, args[1:], getenv, stdout)
+	case "keys":
+		return keysCmd(ctx, args[1:], getenv, stdout)
+	case "budget":
+		return budgetCmd(ctx, args[1:], getenv, stdout)
+	case "fakeprovider":
+		return fakeProvider(ctx, getenv, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

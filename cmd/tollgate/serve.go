@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/migrations"
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/provider/fake"
+	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "json", "":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be json or text, not %q", format)
+}
+
+// serve runs the API and the workers until ctx ends, then shuts down in
+// order: stop accepting requests, let running tasks finish (or hand them
+// back to the queue), close the pool.
+func serve(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(*logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log.Info("tollgate starting", slog.Any("config", cfg.logValue()), slog.String("version", buildVersion()))
+
+	pool, err := openDatabase(ctx, cfg.DatabaseURL, cfg.Migrate)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	baseURL, providerName := cfg.ModelBaseURL, "openai"
+	if baseURL == "" {
+		fp, addr, err := startFake(log)
+		if err != nil {
+			return err
+		}
+		defer fp.stop()
+		baseURL, providerName = "http://"+addr+"/v1", "fake"
+		log.Warn("MODEL_BASE_URL is not set: ALL MODEL OUTPUTS ARE FAKE, served by the in-process fake provider",
+			slog.String("fake_provider_addr", addr))
+	}
+	client := provider.NewOpenAI(baseURL, cfg.ModelAPIKey, &http.Client{})
+
+	svc, err := tasks.New(pool, tasks.Config{
+		Provider: client, ProviderName: providerName, DefaultModel: cfg.ModelName,
+		DefaultMaxTokens: cfg.DefaultMaxTokens, Prices: cfg.Prices, RequestTimeout: cfg.RequestTimeout,
+		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
+		FetchCooldown: 20 * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	handler := server.New(server.Deps{
+		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool),
+		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
+	})
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	if err := svc.Start(workCtx); err != nil {
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()))
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new requests; waiting for running tasks")
+	case err := <-serveErr:
+		stopWork()
+		return fmt.Errorf("http server: %w", err)
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	httpErr := srv.Shutdown(shutCtx)
+	stopCtx, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	workErr := svc.Stop(stopCtx)
+	stopWork()
+	log.Info("tollgate stopped")
+	return errors.Join(httpErr, workErr)
+}
+
+// openDatabase creates and migrates the database unless told not to, then
+// opens a pool and pings it: a pool connects lazily, and a service that
+// cannot reach its database should fail at start, not at first request.
+func openDatabase(ctx context.Context, databaseURL string, migrate bool) (*pgxpool.Pool, error) {
+	if migrate {
+		if err := migrations.EnsureDatabase(ctx, databaseURL); err != nil {
+			return nil, err
+		}
+		m, err := migrations.New(databaseURL)
+		if err != nil {
+			return nil, err
+		}
+		upErr := m.Up()
+		if err := errors.Join(upErr, m.Close()); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: ping: %w", err)
+	}
+	return pool, nil
+}
+
+type fakeProc struct {
+	fp  *fake.Server
+	srv *http.Server
+}
+
+func (f *fakeProc) stop() {
+	f.fp.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = f.srv.Shutdown(ctx)
+}
+
+func startFake(log *slog.Logger) (*fakeProc, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("fake provider: %w", err)
+	}
+	fp := fake.New()
+	srv := &http.Server{Handler: fp, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }()
+	return &fakeProc{fp: fp, srv: srv}, ln.Addr().String(), nil
+}
+
+// fakeProvider runs the fake provider alone, for tests and demos of other
+// tools: `tollgate fakeprovider` with FAKE_ADDR (default 127.0.0.1:9090).
+func fakeProvider(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	addr := orDefault(getenv("FAKE_ADDR"), "127.0.0.1:9090")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("fake provider: listen on %s: %w", addr, err)
+	}
+	fp := fake.New()
+	srv := &http.Server{Handler: fp, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Warn("fake model provider listening: outputs are fake", slog.String("addr", ln.Addr().String()))
+	<-ctx.Done()
+	fp.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

@@ -1,0 +1,321 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxRawMessage bounds the provider text kept on an Error.
+const maxRawMessage = 4 << 10
+
+// ClassifyOpenAI classifies a non-2xx response from an OpenAI-compatible
+// server. It always returns a non-nil *Error; a body it cannot parse is read
+// as plain text and the status decides.
+//
+// It reads the error's code and type fields first, then robust hints in the
+// message (billing failures hide behind 400 and 429, types mislead), then the
+// status: unknown 4xx are rejected, unknown 5xx transient. A Retry-After date
+// is measured against the response's Date header, else the local clock.
+func ClassifyOpenAI(status int, header http.Header, body []byte) *Error {
+	return classifyOpenAI(status, header, body, time.Now)
+}
+
+func classifyOpenAI(status int, header http.Header, body []byte, now func() time.Time) *Error {
+	f := decodeErrorBody(body)
+	wait := retryAfter(header, f.msg, now)
+	class, code := decide(status, f, wait)
+	e := &Error{Class: class, Status: status, Code: code, RetryAfter: wait}
+	e.setRaw(f.msg)
+	return e
+}
+
+// errorFields is what an error body says, whatever its shape: code and typ are
+// lower-cased, msg is the provider's text as sent.
+type errorFields struct {
+	code, typ, msg string
+}
+
+// decodeErrorBody understands {"error": {...}} (OpenAI, Anthropic),
+// {"error": "text"}, top-level {"message","type","code"} (vLLM and some
+// proxies), {"errors": [{...}]} and a one-element array around any of these.
+// Anything else is plain text.
+func decodeErrorBody(body []byte) errorFields {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(body, &arr) == nil && len(arr) > 0 {
+			body = bytes.TrimSpace(arr[0])
+		}
+	}
+	var top struct {
+		Error  json.RawMessage   `json:"error"`
+		Errors []json.RawMessage `json:"errors"`
+	}
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &top) != nil {
+		return errorFields{msg: clip(string(body))}
+	}
+	var f errorFields
+	switch {
+	case isJSONObject(top.Error):
+		f = fieldsOf(top.Error)
+	case len(top.Error) > 0:
+		f.msg = scalar(top.Error)
+	case len(top.Errors) > 0 && isJSONObject(top.Errors[0]):
+		f = fieldsOf(top.Errors[0])
+	}
+	outer := fieldsOf(body)
+	if f.code == "" {
+		f.code = outer.code
+	}
+	if f.typ == "" {
+		f.typ = outer.typ
+	}
+	if f.msg == "" {
+		f.msg = outer.msg
+	}
+	return f
+}
+
+func fieldsOf(obj json.RawMessage) errorFields {
+	var w struct {
+		Code    json.RawMessage `json:"code"`
+		Type    json.RawMessage `json:"type"`
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(obj, &w) != nil {
+		return errorFields{}
+	}
+	return errorFields{
+		code: strings.ToLower(strings.TrimSpace(scalar(w.Code))),
+		typ:  strings.ToLower(strings.TrimSpace(scalar(w.Type))),
+		msg:  clip(scalar(w.Message)),
+	}
+}
+
+// scalar returns a JSON string's value or a number's text, else "".
+func scalar(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+func clip(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > maxRawMessage {
+		s = s[:maxRawMessage]
+	}
+	return strings.ToValidUTF8(s, string(utf8.RuneError))
+}
+
+// decide returns the class and code of a failed response. The order matters:
+// see ClassifyOpenAI.
+func decide(status int, f errorFields, wait time.Duration) (Class, string) {
+	msg := strings.ToLower(f.msg)
+
+	// OpenAI answers a single request larger than the whole per-minute token
+	// budget with 429 rate_limit_exceeded, but waiting will never help.
+	if status < 500 && strings.Contains(msg, "request too large") {
+		return ClassRejected, CodeRequestTooLarge
+	}
+	for _, k := range []string{f.code, f.typ} {
+		if class, code, ok := preciseCode(k); ok {
+			return class, code
+		}
+	}
+
+	// 5xx means the server failed; only an explicit code says otherwise.
+	if status < 500 {
+		switch {
+		case containsAny(msg, creditHints):
+			return ClassExhausted, CodeInsufficientQuota
+		case containsAny(msg, rateLimitHints):
+			return ClassThrottled, CodeRateLimited
+		case status == http.StatusTooManyRequests && wait > 0:
+			// A quota that comes back after a wait is a rate limit (Gemini
+			// says "exceeded your current quota ... retry in 38s").
+			return ClassThrottled, CodeRateLimited
+		case containsAny(msg, quotaHints):
+			return ClassExhausted, CodeInsufficientQuota
+		case containsAny(msg, contextHints):
+			return ClassRejected, CodeContextLength
+		case containsAny(msg, capacityHints):
+			return ClassTransient, CodeOverloaded
+		}
+		switch status {
+		case http.StatusPaymentRequired:
+			return ClassExhausted, CodeInsufficientQuota
+		case http.StatusRequestTimeout:
+			return ClassTransient, CodeRequestTimeout
+		case http.StatusTooManyRequests:
+			return ClassThrottled, CodeRateLimited
+		}
+	}
+
+	if class, code, ok := genericCode(f.code); ok {
+		return class, code
+	}
+	class, code, ok := genericCode(f.typ)
+	if !ok {
+		class, code = byStatus(status)
+	}
+	// The provider's own code, when it is one, says more than a category.
+	if tok := token(f.code); tok != "" {
+		code = tok
+	}
+	return class, code
+}
+
+// preciseCode knows the codes and types that name one failure exactly.
+func preciseCode(k string) (Class, string, bool) {
+	switch k {
+	case "rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests":
+		return ClassThrottled, CodeRateLimited, true
+	case "insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
+		"insufficient_credits", "insufficient_balance", "credit_balance_too_low", "payment_required":
+		return ClassExhausted, CodeInsufficientQuota, true
+	case "context_length_exceeded", "context_window_exceeded", "string_above_max_length":
+		return ClassRejected, CodeContextLength, true
+	case "content_policy_violation", "content_filter":
+		return ClassRejected, CodeContentPolicy, true
+	case "invalid_api_key", "invalid_authentication":
+		return ClassRejected, CodeUnauthorized, true
+	case "overloaded_error", "overloaded", "engine_overloaded":
+		return ClassTransient, CodeOverloaded, true
+	}
+	return "", "", false
+}
+
+// genericCode knows the broad categories, which providers also use for
+// failures that belong elsewhere (Anthropic reports a credit balance that is
+// too low as invalid_request_error), so they count only after the hints.
+func genericCode(k string) (Class, string, bool) {
+	switch k {
+	case "invalid_request_error", "invalid_request", "bad_request", "badrequesterror":
+		return ClassRejected, CodeInvalidRequest, true
+	case "authentication_error", "unauthorized":
+		return ClassRejected, CodeUnauthorized, true
+	case "permission_error", "permission_denied", "forbidden":
+		return ClassRejected, CodeForbidden, true
+	case "not_found_error", "not_found":
+		return ClassRejected, CodeNotFound, true
+	case "request_too_large":
+		return ClassRejected, CodeRequestTooLarge, true
+	case "server_error", "api_error", "internal_error", "internal_server_error":
+		return ClassTransient, CodeServerError, true
+	case "service_unavailable":
+		return ClassTransient, CodeUnavailable, true
+	}
+	return "", "", false
+}
+
+func byStatus(status int) (Class, string) {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return ClassRejected, CodeInvalidRequest
+	case http.StatusUnauthorized:
+		return ClassRejected, CodeUnauthorized
+	case http.StatusPaymentRequired:
+		return ClassExhausted, CodeInsufficientQuota
+	case http.StatusForbidden:
+		return ClassRejected, CodeForbidden
+	case http.StatusNotFound:
+		return ClassRejected, CodeNotFound
+	case http.StatusRequestEntityTooLarge:
+		return ClassRejected, CodeRequestTooLarge
+	case http.StatusRequestTimeout:
+		return ClassTransient, CodeRequestTimeout
+	case http.StatusTooManyRequests:
+		return ClassThrottled, CodeRateLimited
+	case http.StatusInternalServerError:
+		return ClassTransient, CodeServerError
+	case http.StatusBadGateway:
+		return ClassTransient, CodeBadGateway
+	case http.StatusServiceUnavailable:
+		return ClassTransient, CodeUnavailable
+	case http.StatusGatewayTimeout:
+		return ClassTransient, CodeGatewayTimeout
+	case 529: // Anthropic and others: overloaded
+		return ClassTransient, CodeOverloaded
+	}
+	switch {
+	case status >= 400 && status < 500:
+		return ClassRejected, "http_" + strconv.Itoa(status)
+	case status >= 200 && status < 300:
+		return ClassTransient, CodeMalformedResponse
+	case status >= 500 && status < 600:
+		return ClassTransient, CodeServerError
+	}
+	return ClassTransient, "http_" + strconv.Itoa(status)
+}
+
+// Hints are lower-case substrings of provider messages, chosen to be robust
+// to rewording rather than to match the known bodies one by one.
+var (
+	// creditHints name an empty account unambiguously.
+	creditHints = []string{
+		"credit balance", "insufficient credit", "insufficient balance",
+		"insufficient funds", "out of credit", "purchase credits", "no credits",
+		"payment required", "insufficient_quota", "billing hard limit",
+		"billing_hard_limit",
+	}
+	rateLimitHints = []string{
+		"rate limit", "rate_limit", "ratelimit", "too many requests",
+		"per minute", "per min ", "per second",
+	}
+	// quotaHints also appear in rate-limit messages ("add a payment method
+	// to increase your rate limit", "visit .../billing"), so they count only
+	// after rateLimitHints.
+	quotaHints = []string{
+		"quota", "billing", "credit", "payment", "used up", "free allocation",
+	}
+	contextHints = []string{
+		"context length", "context_length", "context window", "maximum context",
+		"prompt is too long", "too many tokens", "reduce the length",
+		"exceeds the available context", "input is too long",
+	}
+	capacityHints = []string{
+		"overloaded", "capacity", "temporarily unavailable",
+	}
+)
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// token returns s when it is a short machine code (a letter, then letters,
+// digits, '_', '.', '-'), else "". Numeric codes such as "400" say nothing the
+// status does not.
+func token(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return ""
+		}
+	}
+	return s
+}

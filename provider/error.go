@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Class says what the caller may do after a failed model call.
+type Class string
+
+const (
+	// ClassTransient: retry with bounded backoff.
+	ClassTransient Class = "transient"
+	// ClassThrottled: pause, honouring Error.RetryAfter, then retry.
+	ClassThrottled Class = "throttled"
+	// ClassExhausted: the account is out of credit or its quota is gone; do
+	// not retry until someone pays.
+	ClassExhausted Class = "exhausted"
+	// ClassRejected: the request itself is bad (context too long, invalid
+	// schema, policy, unknown model, bad key); do not retry it unchanged.
+	ClassRejected Class = "rejected"
+	// ClassAmbiguous: the request may have been processed and billed (timeout
+	// or connection cut after the request was sent); check the journal before
+	// repeating it.
+	ClassAmbiguous Class = "ambiguous"
+)
+
+// Codes that Tollgate itself assigns. Error.Code is one of these, or, for a
+// failure Tollgate has no name for, the provider's own machine code when it is
+// a short token, or "http_<status>".
+const (
+	CodeRateLimited       = "rate_limit_exceeded"
+	CodeInsufficientQuota = "insufficient_quota"
+	CodeContextLength     = "context_length_exceeded"
+	CodeContentPolicy     = "content_policy"
+	CodeInvalidRequest    = "invalid_request"
+	CodeUnauthorized      = "unauthorized"
+	CodeForbidden         = "forbidden"
+	CodeNotFound          = "not_found"
+	CodeRequestTooLarge   = "request_too_large"
+	CodeRequestTimeout    = "request_timeout" // the provider answered 408
+	CodeServerError       = "server_error"
+	CodeOverloaded        = "overloaded"
+	CodeBadGateway        = "bad_gateway"
+	CodeUnavailable       = "service_unavailable"
+	CodeGatewayTimeout    = "gateway_timeout"
+	CodeMalformedResponse = "malformed_response"
+	CodeEmptyOutput       = "empty_output"
+	CodeRefusal           = "refusal" // the model declined to answer
+	CodeTimeout           = "timeout" // our deadline passed; no answer
+	CodeCanceled          = "canceled"
+	CodeConnectionError   = "connection_error" // nothing was sent
+	CodeConnectionCut     = "connection_cut"   // the request was sent, the answer was lost
+)
+
+// Error is the only error a Client returns. Its exported fields are safe to
+// log and to show to API clients.
+type Error struct {
+	Class      Class
+	Status     int           // provider HTTP status, 0 when there was no response
+	Code       string        // short machine code (see the Code constants), never free text
+	RetryAfter time.Duration // how long the provider asked us to wait, 0 if it did not say
+
+	// raw is behind a pointer so that printing an Error value with %v or %+v
+	// by mistake shows an address, not the provider's text.
+	raw   *string
+	cause error
+}
+
+// Error reports the class, status and code. It never contains the provider's
+// message or anything from the request.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("provider: ")
+	b.WriteString(string(e.Class))
+	if e.Code != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Code)
+	}
+	if e.Status != 0 {
+		b.WriteString(" (status ")
+		b.WriteString(strconv.Itoa(e.Status))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Retryable reports whether the call may be repeated at all: transient,
+// throttled and ambiguous failures are; an ambiguous one only after checking
+// the journal.
+func (e *Error) Retryable() bool {
+	switch e.Class {
+	case ClassTransient, ClassThrottled, ClassAmbiguous:
+		return true
+	}
+	return false
+}
+
+// RawMessage returns the provider's own error message, or "" when there was
+// none. Never log it or return it to clients: it can quote the prompt or
+// account details.
+func (e *Error) RawMessage() string {
+	if e.raw == nil {
+		return ""
+	}
+	return *e.raw
+}
+
+// Unwrap returns the transport or context error behind a network failure
+// (so errors.Is(err, context.Canceled) works), or nil.
+func (e *Error) Unwrap() error { return e.cause }
+
+func (e *Error) setRaw(msg string) {
+	if msg != "" {
+		e.raw = &msg
+	}
+}

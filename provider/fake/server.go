@@ -1,0 +1,183 @@
+package fake
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxRequestBytes bounds what the fake reads from one request.
+const maxRequestBytes = 8 << 20
+
+// Scripted is one canned answer to a chat completion call.
+type Scripted struct {
+	Status  int               `json:"status"` // 0 means 200
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`     // sent as is; Content-Type defaults to application/json
+	DelayMS int               `json:"delay_ms"` // wait before answering; the call is dropped if the client leaves first
+	// Hang, after the request body has been read, blocks until the client
+	// goes away or Close is called (then the connection is cut without an
+	// answer): a call the provider received but never answered.
+	Hang bool `json:"hang"`
+}
+
+// Call is one chat completion call the fake received.
+type Call struct {
+	ReceivedAt     time.Time `json:"received_at"`
+	Model          string    `json:"model"` // "" when the body did not parse
+	IdempotencyKey string    `json:"idempotency_key"`
+}
+
+// Server is the fake provider, an http.Handler safe for concurrent use.
+type Server struct {
+	now       func() time.Time
+	mux       *http.ServeMux
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu    sync.Mutex
+	queue []Scripted
+	calls []Call
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithClock sets the clock used for Call.ReceivedAt and the completion's
+// "created"; the default is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *Server) { s.now = now }
+}
+
+// New returns a Server with an empty script and call log.
+func New(opts ...Option) *Server {
+	s := &Server{now: time.Now, closed: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	s.mux = s.routes()
+	return s
+}
+
+// routes lists the whole HTTP surface of the fake.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /_fake/script", s.handleScript)
+	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
+	mux.HandleFunc("POST /_fake/reset", s.handleReset)
+	return mux
+}
+
+// ServeHTTP serves the endpoints listed in the package documentation.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Script appends responses to the queue; each chat completion call takes the
+// first one. A status outside 200-599 is answered with a 500 that says so.
+func (s *Server) Script(rs ...Scripted) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, rs...)
+}
+
+// Calls returns a copy of the call log, oldest first.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call{}, s.calls...)
+}
+
+// CallCount returns the number of chat completion calls received.
+func (s *Server) CallCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+// Reset empties the script queue and the call log. It does not release
+// handlers that are hanging or waiting; Close does.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = nil
+	s.calls = nil
+}
+
+// Close releases every hanging or delayed handler, now and later, by cutting
+// its connection, so that httptest.Server.Close does not block. Call it before
+// closing the HTTP server. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// record logs c and pops the next scripted response, in one step so that the
+// log order is the order in which responses were handed out.
+func (s *Server) record(c Call) (Scripted, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+	if len(s.queue) == 0 {
+		return Scripted{}, false
+	}
+	next := s.queue[0]
+	s.queue[0] = Scripted{}
+	s.queue = s.queue[1:]
+	return next, true
+}
+
+func (s *Server) handleScript(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Responses []Scripted `json:"responses"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "fake: script body is not valid JSON: "+err.Error())
+		return
+	}
+	for _, sc := range in.Responses {
+		if sc.Status != 0 && (sc.Status < 200 || sc.Status > 599) {
+			writeError(w, http.StatusBadRequest, "fake: status must be 0 or 200-599")
+			return
+		}
+		if sc.DelayMS < 0 {
+			writeError(w, http.StatusBadRequest, "fake: delay_ms must not be negative")
+			return
+		}
+	}
+	s.Script(in.Responses...)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleCalls(w http.ResponseWriter, r *http.Request) {
+	calls := s.Calls()
+	writeJSON(w, http.StatusOK, struct {
+		Count int    `json:"count"`
+		Calls []Call `json:"calls"`
+	}{len(calls), calls})
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	s.Reset()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers in the OpenAI error shape.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	type detail struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	writeJSON(w, status, struct {
+		Error detail `json:"error"`
+	}{detail{Message: msg, Type: "invalid_request_error"}})
+}

@@ -1,0 +1,265 @@
+package provider_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/provider/fake"
+)
+
+const apiKey = "sk-test-0123456789abcdef"
+
+// startFake serves a fake provider and returns it with a client pointed at it.
+func startFake(t *testing.T) (*fake.Server, *provider.OpenAI) {
+	t.Helper()
+	f := fake.New()
+	ts := httptest.NewServer(f)
+	t.Cleanup(ts.Close)
+	t.Cleanup(f.Close) // runs first, so hanging handlers do not block ts.Close
+	return f, provider.NewOpenAI(ts.URL+"/v1", apiKey, ts.Client())
+}
+
+// waitFor polls cond until it holds; the poll interval does not affect what
+// is tested.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// asError unwraps err to *provider.Error and checks it is safe to print.
+func asError(t *testing.T, err error) *provider.Error {
+	t.Helper()
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %T %v is not a *provider.Error", err, err)
+	}
+	if strings.Contains(err.Error(), apiKey) {
+		t.Errorf("Error() = %q contains the API key", err.Error())
+	}
+	if raw := pe.RawMessage(); raw != "" && strings.Contains(err.Error(), raw) {
+		t.Errorf("Error() = %q contains the raw provider message %q", err.Error(), raw)
+	}
+	return pe
+}
+
+var ignoreRaw = cmpopts.IgnoreUnexported(provider.Error{})
+
+func fakeContent(t *testing.T, msgs []provider.Message) string {
+	t.Helper()
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return "fake completion " + hex.EncodeToString(sum[:])[:12]
+}
+
+func TestOpenAICompleteAgainstFake(t *testing.T) {
+	t.Parallel()
+	msgs := []provider.Message{
+		{Role: "system", Content: "You are terse."}, // 14 bytes: 4+4 tokens
+		{Role: "user", Content: "Say hi"},           // 6 bytes: 2+4 tokens
+	}
+	tests := []struct {
+		name      string
+		maxTokens int
+		wantOut   int64
+	}{
+		{"default max tokens", 0, 16},
+		{"small max tokens", 5, 5},
+		{"large max tokens", 500, 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := startFake(t)
+			got, err := c.Complete(t.Context(), provider.Request{
+				Model: "gpt-test", Messages: msgs, MaxTokens: tt.maxTokens, IdempotencyKey: "task-1:1",
+			})
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			want := &provider.Response{
+				Content:      fakeContent(t, msgs),
+				Model:        "gpt-test",
+				FinishReason: "stop",
+				Usage:        &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut},
+				Status:       200,
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Complete mismatch (-want +got):\n%s", diff)
+			}
+			calls := f.Calls()
+			if len(calls) != 1 || calls[0].IdempotencyKey != "task-1:1" || calls[0].Model != "gpt-test" {
+				t.Errorf("call log = %+v, want one call for gpt-test with key task-1:1", calls)
+			}
+		})
+	}
+}
+
+func TestOpenAICompleteScripted(t *testing.T) {
+	t.Parallel()
+	const ok = `{"id":"x","object":"chat.completion","model":"gpt-real-2026","choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"%s"}]%s}`
+	body := func(content, finish, extra string) string {
+		return strings.NewReplacer("%s", "").Replace("") + sprintf(ok, content, finish, extra)
+	}
+	tests := []struct {
+		name     string
+		script   fake.Scripted
+		want     *provider.Response
+		wantErr  *provider.Error
+		wantRaw  bool // the error carries the provider's message
+	}{
+		{
+			name:   "success without usage",
+			script: fake.Scripted{Status: 200, Body: body(`"hello"`, "stop", "")},
+			want:   &provider.Response{Content: "hello", Model: "gpt-real-2026", FinishReason: "stop", Status: 200},
+		},
+		{
+			name:   "success with content parts",
+			script: fake.Scripted{Status: 200, Body: body(`[{"type":"text","text":"hel"},{"type":"text","text":"lo"}]`, "length", `,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`)},
+			want:   &provider.Response{Content: "hello", Model: "gpt-real-2026", FinishReason: "length", Usage: &provider.Usage{InputTokens: 3, OutputTokens: 2}, Status: 200},
+		},
+		{
+			name:    "500",
+			script:  fake.Scripted{Status: 500, Body: `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 500, Code: "server_error"},
+			wantRaw: true,
+		},
+		{
+			name:    "429 with Retry-After",
+			script:  fake.Scripted{Status: 429, Headers: map[string]string{"Retry-After": "3"}, Body: `{"error":{"message":"Rate limit reached for gpt-4.1","type":"requests","param":null,"code":"rate_limit_exceeded"}}`},
+			wantErr: &provider.Error{Class: provider.ClassThrottled, Status: 429, Code: "rate_limit_exceeded", RetryAfter: 3 * time.Second},
+			wantRaw: true,
+		},
+		{
+			name:    "429 insufficient quota",
+			script:  fake.Scripted{Status: 429, Body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`},
+			wantErr: &provider.Error{Class: provider.ClassExhausted, Status: 429, Code: "insufficient_quota"},
+			wantRaw: true,
+		},
+		{
+			name:    "400 out of credit",
+			script:  fake.Scripted{Status: 400, Body: `{"error":{"message":"Your credit balance is too low to access the API. Please go to Plans & Billing to upgrade or purchase credits.","type":"invalid_request_error","param":null,"code":null}}`},
+			wantErr: &provider.Error{Class: provider.ClassExhausted, Status: 400, Code: "insufficient_quota"},
+			wantRaw: true,
+		},
+		{
+			name:    "400 context too long",
+			script:  fake.Scripted{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded"},
+			wantRaw: true,
+		},
+		{
+			name:    "200 malformed JSON",
+			script:  fake.Scripted{Status: 200, Body: `{"choices":[{"message":`},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+		},
+		{
+			name:    "200 not JSON at all",
+			script:  fake.Scripted{Status: 200, Headers: map[string]string{"Content-Type": "text/html"}, Body: `<html>captive portal</html>`},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+		},
+		{
+			name:    "200 no choices",
+			script:  fake.Scripted{Status: 200, Body: `{"id":"x","object":"chat.completion","choices":[]}`},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+		},
+		{
+			name:    "200 empty content",
+			script:  fake.Scripted{Status: 200, Body: body(`""`, "stop", `,"usage":{"prompt_tokens":3,"completion_tokens":0}`)},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "empty_output"},
+		},
+		{
+			name:    "200 null content",
+			script:  fake.Scripted{Status: 200, Body: body(`null`, "length", "")},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "empty_output"},
+		},
+		{
+			name:    "200 content of the wrong shape",
+			script:  fake.Scripted{Status: 200, Body: body(`{"text":"hi"}`, "stop", "")},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+		},
+		{
+			name:    "200 negative usage",
+			script:  fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":-5,"completion_tokens":1}`)},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+		},
+		{
+			name:    "200 carrying an error body",
+			script:  fake.Scripted{Status: 200, Body: `{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}`},
+			wantErr: &provider.Error{Class: provider.ClassExhausted, Status: 200, Code: "insufficient_quota"},
+			wantRaw: true,
+		},
+		{
+			name:    "200 refusal",
+			script:  fake.Scripted{Status: 200, Body: `{"model":"m","choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "refusal"},
+			wantRaw: true,
+		},
+		{
+			name:    "200 content filtered",
+			script:  fake.Scripted{Status: 200, Body: body(`""`, "content_filter", "")},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "content_policy"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := startFake(t)
+			f.Script(tt.script)
+			got, err := c.Complete(t.Context(), provider.Request{
+				Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, IdempotencyKey: "task-7:3",
+			})
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Complete: %v", err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("Complete mismatch (-want +got):\n%s", diff)
+				}
+			} else {
+				if got != nil {
+					t.Errorf("Complete returned %+v with an error, want nil", got)
+				}
+				pe := asError(t, err)
+				if diff := cmp.Diff(tt.wantErr, pe, ignoreRaw); diff != "" {
+					t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+				}
+				if gotRaw := pe.RawMessage() != ""; gotRaw != tt.wantRaw {
+					t.Errorf("RawMessage() = %q, want present: %v", pe.RawMessage(), tt.wantRaw)
+				}
+			}
+			calls := f.Calls()
+			if len(calls) != 1 || calls[0].IdempotencyKey != "task-7:3" {
+				t.Errorf("call log = %+v, want one call with Idempotency-Key task-7:3", calls)
+			}
+		})
+	}
+}
+
+func sprintf(format string, args ...string) string {
+	for _, a := range args {
+		format = strings.Replace(format, "%s", a, 1)
+	}
+	return format
+}

@@ -1,0 +1,153 @@
+// Package replay owns the historical record of every model call: what was
+// asked, with which parameters and timeouts, and what came back or how it
+// failed. Support staff read these records to see exactly what happened,
+// instead of calling a model that has since changed.
+//
+// A record is written in the same transaction that finishes its attempt, so
+// a finished attempt always has one. Serving a record only reads the
+// database: a replay never calls a model. Every read is audited.
+//
+// Records hold the provider's classified error (class, status, code), never
+// its raw message, which can echo prompt text or account details.
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrInvalid is returned for a record that cannot be stored.
+var ErrInvalid = errors.New("replay: invalid record")
+
+// Parameters are the request parameters sent to the provider.
+type Parameters struct {
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens"`
+}
+
+// Usage is token usage as the provider reported it.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Response is what the provider answered.
+type Response struct {
+	Content      string `json:"content"`
+	FinishReason string `json:"finish_reason"`
+	Model        string `json:"model"`
+	Usage        *Usage `json:"usage"`
+}
+
+// Failure is a classified provider failure.
+type Failure struct {
+	Class          string `json:"class"`
+	Code           string `json:"code"`
+	ProviderStatus int    `json:"provider_status"`
+}
+
+// Attempt is the record of one provider call.
+type Attempt struct {
+	TaskID        string     `json:"-"`
+	OwnerID       string     `json:"-"`
+	Attempt       int        `json:"attempt"`
+	State         string     `json:"state"` // succeeded, failed or ambiguous
+	Provider      string     `json:"provider"`
+	ProviderModel string     `json:"provider_model"`
+	Parameters    Parameters `json:"parameters"`
+	TimeoutMS     int        `json:"timeout_ms"`
+	Response      *Response  `json:"response"`
+	Error         *Failure   `json:"error"`
+	StartedAt     time.Time  `json:"started_at"`
+	FinishedAt    *time.Time `json:"finished_at"`
+	LatencyMS     *int       `json:"latency_ms"`
+	TraceID       string     `json:"trace_id"`
+	BuildVersion  string     `json:"build_version"`
+}
+
+// InsertTx stores the record of a finished attempt in the caller's
+// transaction. Writing the same attempt twice keeps the first record: a
+// record is history and is never overwritten.
+func InsertTx(ctx context.Context, tx pgx.Tx, a Attempt) error {
+	if a.TaskID == "" || a.Attempt < 1 {
+		return fmt.Errorf("%w: task id and attempt >= 1 are required", ErrInvalid)
+	}
+	params, err := json.Marshal(a.Parameters)
+	if err != nil {
+		return fmt.Errorf("replay: encode parameters: %w", err)
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO replay_records (task_id, attempt, owner_id, state, provider, provider_model, parameters,
+		                            timeout_ms, response, error, started_at, finished_at, latency_ms,
+		                            trace_id, build_version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (task_id, attempt) DO NOTHING`,
+		a.TaskID, a.Attempt, a.OwnerID, a.State, a.Provider, a.ProviderModel, params, a.TimeoutMS,
+		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion)
+	if err != nil {
+		return fmt.Errorf("replay: insert: %w", err)
+	}
+	return nil
+}
+
+// Store reads records.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Attempts returns the task's records, oldest attempt first; an empty slice
+// when the task has none yet.
+func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT task_id::text, attempt, owner_id, state, provider, provider_model, parameters, timeout_ms,
+		       response, error, started_at, finished_at, latency_ms, trace_id, build_version
+		FROM replay_records WHERE task_id = $1 ORDER BY attempt`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("replay: attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := r.Scan(&a.TaskID, &a.Attempt, &a.OwnerID, &a.State, &a.Provider, &a.ProviderModel,
+			&a.Parameters, &a.TimeoutMS, &a.Response, &a.Error, &a.StartedAt, &a.FinishedAt, &a.LatencyMS,
+			&a.TraceID, &a.BuildVersion)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: attempts: %w", err)
+	}
+	if out == nil {
+		out = []Attempt{}
+	}
+	return out, nil
+}
+
+// Access is one read of a record, for the audit trail.
+type Access struct {
+	TaskID     string
+	OwnerID    string // owner of the record
+	ActorOwner string
+	ActorKeyID string
+	ActorRole  string
+	Reason     string
+}
+
+// Audit appends a read to the audit trail. Callers record the read before
+// they return the record, so a record is never shown unaudited.
+func (s *Store) Audit(ctx context.Context, a Access) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO replay_audit (task_id, owner_id, actor_owner, actor_key_id, actor_role, reason)
+		VALUES ($1, $2, $3, $4, $5, $6)`, a.TaskID, a.OwnerID, a.ActorOwner, a.ActorKeyID, a.ActorRole, a.Reason)
+	if err != nil {
+		return fmt.Errorf("replay: audit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/migrations"
+)
+
+type health struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// healthz: the process is up and serving.
+func healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, health{Status: "ok"})
+}
+
+// readyz: the database answers and its schema is the one this binary
+// expects. A load balancer should send traffic only on 200.
+func readyz(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		defer cancel()
+		checks := map[string]string{"database": "ok", "migrations": "current"}
+		status := http.StatusOK
+		if err := d.Pool.Ping(ctx); err != nil {
+			checks["database"], checks["migrations"] = "unreachable", "unknown"
+			status = http.StatusServiceUnavailable
+		} else if ok, err := migrations.Current(ctx, d.Pool); err != nil || !ok {
+			checks["migrations"] = "behind"
+			status = http.StatusServiceUnavailable
+		}
+		if status != http.StatusOK {
+			return c.JSON(status, health{Status: "unavailable", Checks: checks})
+		}
+		return c.JSON(status, health{Status: "ok", Checks: checks})
+	}
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// Problem is an RFC 9457 problem document with Tollgate's stable code.
+type Problem struct {
+	Type    string             `json:"type"`
+	Title   string             `json:"title"`
+	Status  int                `json:"status"`
+	Code    string             `json:"code"`
+	Detail  string             `json:"detail,omitempty"`
+	TraceID string             `json:"trace_id"`
+	Errors  []tasks.FieldError `json:"errors,omitempty"`
+}
+
+// apiError is an error the HTTP layer itself raises (bad header, bad JSON).
+// Its detail is ours and safe to show.
+type apiError struct {
+	status int
+	code   string
+	detail string
+	fields []tasks.FieldError
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.detail }
+
+func badRequest(detail string, fields ...tasks.FieldError) error {
+	return &apiError{status: http.StatusBadRequest, code: "invalid_request", detail: detail, fields: fields}
+}
+
+func forbidden(detail string) error {
+	return &apiError{status: http.StatusForbidden, code: "forbidden", detail: detail}
+}
+
+// titles are the fixed human titles of each code.
+var titles = map[string]string{
+	"invalid_request":         "The request is invalid",
+	"idempotency_key_missing": "A valid Idempotency-Key header is required",
+	"idempotency_key_reused":  "The Idempotency-Key was already used with a different request",
+	"payload_too_large":       "The request body is too large",
+	"unsupported_media_type":  "The request body must be application/json",
+	"budget_exceeded":         "The budget cannot cover this request",
+	"unauthorized":            "A valid API key is required",
+	"forbidden":               "This key may not do that",
+	"not_found":               "Not found",
+	"method_not_allowed":      "Method not allowed",
+	"internal":                "Internal error",
+	"unavailable":             "Temporarily unavailable; retry shortly",
+}
+
+// problemFor is the one place where errors become HTTP statuses and codes.
+// Anything it does not recognise is an internal error whose detail stays in
+// our logs.
+func problemFor(err error) (status int, code, detail string, fields []tasks.FieldError) {
+	var ae *apiError
+	var ve *tasks.ValidationError
+	var he *echo.HTTPError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code, ae.detail, ae.fields
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, "invalid_request", "The request body failed validation.", ve.Fields
+	case errors.Is(err, tasks.ErrIdempotencyKeyReused):
+		return http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"This key names an earlier task with a different request; use a new key for a new request.", nil
+	case errors.Is(err, budget.ErrInsufficient):
+		return http.StatusPaymentRequired, "budget_exceeded",
+			"The remaining budget cannot cover this request's reservation. The idempotency key was not used.", nil
+	case errors.Is(err, tasks.ErrNotFound):
+		return http.StatusNotFound, "not_found", "No such task.", nil
+	case errors.Is(err, tasks.ErrInvalidCursor):
+		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.", nil
+	case errors.Is(err, budget.ErrInvalid):
+		return http.StatusBadRequest, "invalid_request", "The request parameters are out of range.", nil
+	case errors.Is(err, accounts.ErrUnauthenticated):
+		return http.StatusUnauthorized, "unauthorized", "Send Authorization: Bearer <API key> with a valid key.", nil
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			return he.Code, "not_found", "No such resource.", nil
+		case http.StatusMethodNotAllowed:
+			return he.Code, "method_not_allowed", "This resource does not support that method.", nil
+		case http.StatusRequestEntityTooLarge:
+			return he.Code, "payload_too_large", "The request body is too large.", nil
+		case http.StatusUnsupportedMediaType:
+			return he.Code, "unsupported_media_type", "The request body must be application/json.", nil
+		}
+	case errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err), errors.As(err, &pgErr) && pgErr.Code == "57P01":
+		return http.StatusServiceUnavailable, "unavailable", "The service is briefly unavailable; retry shortly.", nil
+	}
+	return http.StatusInternalServerError, "internal", "Something went wrong on our side; quote the trace_id to support.", nil
+}
+
+// errorHandler renders every error as problem+json. Only 5xx are logged as
+// errors, in full, on our side.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, code, detail, fields := problemFor(err)
+		trace := traceIDOf(c)
+		if status >= 500 {
+			log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+				slog.String("trace_id", trace), slog.String("method", c.Request().Method),
+				slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
+		}
+		h := c.Response().Header()
+		if status == http.StatusUnauthorized {
+			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
+		}
+		if status == http.StatusServiceUnavailable {
+			h.Set("Retry-After", "1")
+		}
+		h.Set(echo.HeaderContentType, "application/problem+json")
+		p := Problem{
+			Type: "https://tollgate.dev/problems/" + code, Title: titles[code], Status: status,
+			Code: code, Detail: detail, TraceID: trace, Errors: fields,
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(status)
+			return
+		}
+		_ = c.JSON(status, p)
+	}
+}

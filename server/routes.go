@@ -1,0 +1,16 @@
+package server
+
+import "github.com/labstack/echo/v4"
+
+// routes registers the whole API surface. Keep it in step with openapi.yaml.
+func routes(e *echo.Echo, d *Deps) {
+	e.GET("/healthz", healthz)
+	e.GET("/readyz", readyz(d))
+
+	v1 := e.Group("/v1", authenticate(d.Accounts))
+	v1.POST("/tasks", createTask(d))
+	v1.GET("/tasks", listTasks(d))
+	v1.GET("/tasks/:id", getTask(d))
+	v1.GET("/tasks/:id/replay", getReplay(d))
+	v1.GET("/usage", getUsage(d))
+}

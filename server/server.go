@@ -1,0 +1,47 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// Deps are the server's collaborators.
+type Deps struct {
+	Pool     *pgxpool.Pool
+	Tasks    *tasks.Service
+	Accounts *accounts.Store
+	Budgets  *budget.Store
+	Replays  *replay.Store
+	Logger   *slog.Logger
+	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxWait caps Prefer: wait=N. Default 60s.
+	MaxWait time.Duration
+}
+
+// New returns the HTTP handler with every route registered.
+func New(d Deps) *echo.Echo {
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = 1 << 20
+	}
+	if d.MaxWait <= 0 {
+		d.MaxWait = 60 * time.Second
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.Logger)
+	e.Use(traceID, recoverPanics)
+	routes(e, &d)
+	return e
+}

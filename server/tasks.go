@@ -1,0 +1,111 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/tasks"
+)
+
+type taskList struct {
+	Data       []tasks.Task `json:"data"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// createTask: POST /v1/tasks.
+func createTask(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key := c.Request().Header.Get("Idempotency-Key")
+		if !tasks.ValidIdempotencyKey(key) {
+			return &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
+				detail: "Send an Idempotency-Key header of 1-255 printable ASCII characters."}
+		}
+		wait, waitSet, err := preferWait(c.Request().Header.Get("Prefer"), d.MaxWait)
+		if err != nil {
+			return err
+		}
+		var req tasks.Request
+		if err := decodeJSON(c, d.MaxBodyBytes, &req); err != nil {
+			return err
+		}
+		p := principalOf(c)
+		ctx := c.Request().Context()
+		created, err := d.Tasks.Create(ctx, p.OwnerID, key, traceIDOf(c), req)
+		if err != nil {
+			return err
+		}
+		t := created.Task
+		if wait > 0 && !t.Status.Final() {
+			if t, err = d.Tasks.Wait(ctx, p.OwnerID, t.ID, wait); err != nil {
+				return err
+			}
+		}
+		h := c.Response().Header()
+		h.Set("Location", "/v1/tasks/"+t.ID)
+		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		if waitSet {
+			h.Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+		}
+		if t.Status.Final() {
+			return c.JSON(http.StatusOK, t)
+		}
+		return c.JSON(http.StatusAccepted, t)
+	}
+}
+
+// preferWait reads RFC 7240 "wait=N" from a Prefer header. Other
+// preferences are ignored, as the RFC allows; N is capped at max.
+func preferWait(h string, max time.Duration) (d time.Duration, set bool, err error) {
+	for _, pref := range strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ';' }) {
+		name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+			continue
+		}
+		n, perr := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`))
+		if perr != nil || n < 0 {
+			return 0, false, badRequest("Prefer: wait must be a non-negative whole number of seconds.",
+				tasks.FieldError{Field: "Prefer", Message: "wait must be a non-negative integer"})
+		}
+		return min(time.Duration(n)*time.Second, max), true, nil
+	}
+	return 0, false, nil
+}
+
+// getTask: GET /v1/tasks/{id}. Another owner's task is reported as not found.
+func getTask(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t, err := d.Tasks.Get(c.Request().Context(), principalOf(c).OwnerID, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, t)
+	}
+}
+
+// listTasks: GET /v1/tasks?cursor=&limit=.
+func listTasks(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		limit := 20
+		if s := c.QueryParam("limit"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 100 {
+				return badRequest("limit must be a whole number from 1 to 100.",
+					tasks.FieldError{Field: "limit", Message: "must be 1-100"})
+			}
+			limit = n
+		}
+		page, err := d.Tasks.List(c.Request().Context(), principalOf(c).OwnerID, c.QueryParam("cursor"), limit)
+		if err != nil {
+			return err
+		}
+		out := taskList{Data: page.Tasks}
+		if page.NextCursor != "" {
+			out.NextCursor = &page.NextCursor
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+}

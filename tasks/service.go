@@ -1,0 +1,382 @@
+package tasks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/provider"
+)
+
+// Config is what the task service needs. Zero durations and counts take the
+// documented defaults.
+type Config struct {
+	Provider     provider.Client // required
+	ProviderName string          // recorded in replay records, e.g. "openai"
+	// ProviderKey names the provider account. Each key gets its own queue,
+	// so that pausing one provider key leaves the others running.
+	ProviderKey      string
+	DefaultModel     string // used when a request names no model
+	DefaultMaxTokens int    // used when a request sets no max_tokens; default 1024
+	Prices           budget.Prices
+	RequestTimeout   time.Duration // one provider call; default 30s
+	MaxAttempts      int           // provider calls per task, ambiguous ones included; default 5
+	RetryBase        time.Duration // first transient backoff; default 1s
+	RetryMax         time.Duration // backoff and throttle pause cap; default 1m
+	MaxWorkers       int           // concurrent tasks per process; default 100
+	FetchCooldown    time.Duration // River's; default 100ms
+	FetchPoll        time.Duration // River's; default 1s
+	RescueAfter      time.Duration // running jobs older than this are retried; default 1h
+	BuildVersion     string
+	Logger           *slog.Logger
+	Now              func() time.Time // latency measurement; default time.Now
+}
+
+func (c *Config) defaults() error {
+	if c.Provider == nil {
+		return errors.New("tasks: Config.Provider is required")
+	}
+	if c.ProviderName == "" {
+		c.ProviderName = "openai"
+	}
+	if c.ProviderKey == "" {
+		c.ProviderKey = "default"
+	}
+	if c.DefaultMaxTokens <= 0 {
+		c.DefaultMaxTokens = 1024
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = time.Second
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = time.Minute
+	}
+	if c.MaxWorkers <= 0 {
+		c.MaxWorkers = 100
+	}
+	if c.RescueAfter <= 0 {
+		c.RescueAfter = time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.RescueAfter <= c.RequestTimeout+time.Minute {
+		return fmt.Errorf("tasks: RescueAfter (%s) must exceed the job timeout (%s)", c.RescueAfter, c.RequestTimeout+time.Minute)
+	}
+	return nil
+}
+
+// queue is the River queue of the provider key.
+func (c *Config) queue() string { return "provider_" + c.ProviderKey }
+
+// Service creates, reads and runs tasks.
+type Service struct {
+	pool   *pgxpool.Pool
+	cfg    Config
+	river  *river.Client[pgx.Tx]
+	waiter *waiter
+}
+
+// New returns a service on pool. Call Start to run workers; a service that
+// is never started still creates and reads tasks (an API-only instance).
+func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger)}
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
+		return nil, fmt.Errorf("tasks: register worker: %w", err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:               map[string]river.QueueConfig{cfg.queue(): {MaxWorkers: cfg.MaxWorkers}},
+		Workers:              workers,
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPoll,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		Logger:               cfg.Logger,
+		MaxAttempts:          cfg.MaxAttempts + riverAttemptMargin,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: river client: %w", err)
+	}
+	s.river = client
+	return s, nil
+}
+
+// riverAttemptMargin lets River run a job a few more times than the task's
+// own attempt limit, so that a job is never discarded by River while its task
+// is unfinished: the worker, counting provider calls in the journal, is what
+// decides a task has run out of attempts.
+const riverAttemptMargin = 5
+
+// Start runs the workers and the completion listener until ctx ends or Stop
+// is called.
+func (s *Service) Start(ctx context.Context) error {
+	go s.waiter.run(ctx)
+	if err := s.river.Start(ctx); err != nil {
+		return fmt.Errorf("tasks: start workers: %w", err)
+	}
+	return nil
+}
+
+// Stop stops fetching new jobs and waits for running ones until ctx ends;
+// then it cancels them, and their attempts are handed back to the queue.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.river.Stop(ctx)
+	if err != nil && ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = s.river.StopAndCancel(cctx)
+	}
+	s.waiter.stop()
+	return err
+}
+
+// Created is the outcome of Create.
+type Created struct {
+	Task     Task
+	Replayed bool // an earlier submission with the same key and request
+}
+
+// Create submits a task under the owner's idempotency key. Task row,
+// reservation and job commit in one transaction. A retry of the same key
+// and request returns the existing task with Replayed set and changes
+// nothing. It returns ErrIdempotencyKeyReused when the key names a task with
+// a different request, budget.ErrInsufficient when the budget cannot cover
+// the reservation (no task is created and the key stays free), and a
+// *ValidationError for an invalid request.
+func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Request) (Created, error) {
+	if err := req.Validate(); err != nil {
+		return Created{}, err
+	}
+	if !ValidIdempotencyKey(key) {
+		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
+	}
+	hash := req.Hash()
+	model := req.Model
+	if model == "" {
+		model = s.cfg.DefaultModel
+	}
+	reqJSON, err := json.Marshal(req)
+	if err != nil {
+		return Created{}, fmt.Errorf("tasks: encode request: %w", err)
+	}
+	amount, estimated := s.estimate(model, req)
+
+	var out Created
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+			RETURNING `+taskColumns, owner, key, hash, reqJSON, model, amount)
+		if err != nil {
+			return err
+		}
+		t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The key is taken: by an earlier request, or by a concurrent one
+			// that has just committed (ON CONFLICT waited for it).
+			existing, hashOK, err := s.existing(ctx, tx, owner, key, hash)
+			if err != nil {
+				return err
+			}
+			if !hashOK {
+				return ErrIdempotencyKeyReused
+			}
+			out = Created{Task: existing, Replayed: true}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := budget.ReserveTx(ctx, tx, budget.Reservation{
+			TaskID: t.ID, OwnerID: owner, Amount: amount, Estimated: estimated,
+		}); err != nil {
+			return err
+		}
+		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID}, &river.InsertOpts{
+			Queue: s.cfg.queue(),
+		}); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		out = Created{Task: t}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrIdempotencyKeyReused) || errors.Is(err, budget.ErrInsufficient) {
+			return Created{}, err
+		}
+		return Created{}, fmt.Errorf("tasks: create: %w", err)
+	}
+	if !out.Replayed {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task created",
+			slog.String("task_id", out.Task.ID), slog.String("owner_id", owner),
+			slog.String("idempotency_key_digest", keyDigest(key)), slog.String("model", model),
+			slog.Int64("reserved_micros", amount), slog.String("trace_id", traceID))
+	}
+	return out, nil
+}
+
+func (s *Service) existing(ctx context.Context, tx pgx.Tx, owner, key string, hash []byte) (Task, bool, error) {
+	rows, err := tx.Query(ctx, `SELECT `+taskColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
+		owner, key, hash)
+	if err != nil {
+		return Task{}, false, err
+	}
+	var same bool
+	t, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Task, error) {
+		return scanTaskInto(r, &same)
+	})
+	return t, same, err
+}
+
+// estimate is the reservation for a request: input tokens estimated from
+// the text, output tokens at max_tokens, at the model's price. An unpriced
+// model is reserved at the default price and marked estimated; the amount is
+// never zero, so no request skips the reservation.
+func (s *Service) estimate(model string, req Request) (amount int64, estimated bool) {
+	price, known := s.cfg.Prices.Lookup(model)
+	cost := price.Cost(estimateInput(req.Messages), int64(s.maxTokens(req)))
+	return max(cost, 1), !known
+}
+
+func (s *Service) maxTokens(req Request) int {
+	if req.MaxTokens > 0 {
+		return req.MaxTokens
+	}
+	return s.cfg.DefaultMaxTokens
+}
+
+// estimateInput estimates prompt tokens: text at four bytes a token plus a
+// few tokens of per-message framing, as chat formats add.
+func estimateInput(msgs []provider.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += budget.EstimateTokens(m.Content) + 4
+	}
+	return n
+}
+
+// Get returns the owner's task, or ErrNotFound, also for another owner's
+// task: its existence is not disclosed.
+func (s *Service) Get(ctx context.Context, owner, id string) (Task, error) {
+	return s.get(ctx, owner, id)
+}
+
+// GetAny returns any owner's task, for roles that may read across owners.
+func (s *Service) GetAny(ctx context.Context, id string) (Task, error) {
+	return s.get(ctx, "", id)
+}
+
+func (s *Service) get(ctx context.Context, owner, id string) (Task, error) {
+	if uuid.Validate(id) != nil {
+		return Task{}, ErrNotFound
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner)
+	if err != nil {
+		return Task{}, fmt.Errorf("tasks: get: %w", err)
+	}
+	t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Task{}, ErrNotFound
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("tasks: get: %w", err)
+	}
+	return t, nil
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Tasks      []Task
+	NextCursor string // empty on the last page
+}
+
+// List returns the owner's tasks, newest first. The cursor is opaque to
+// clients; a malformed one returns ErrInvalidCursor.
+func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Page, error) {
+	limit = min(max(limit, 1), 100)
+	var after struct {
+		At time.Time `json:"t"`
+		ID string    `json:"i"`
+	}
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || json.Unmarshal(raw, &after) != nil || uuid.Validate(after.ID) != nil {
+			return Page{}, ErrInvalidCursor
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+taskColumns+` FROM tasks
+		WHERE owner_id = $1 AND ($2::text = '' OR (created_at, id) < ($3::timestamptz, $2::uuid))
+		ORDER BY created_at DESC, id DESC
+		LIMIT $4`, owner, after.ID, after.At, limit+1)
+	if err != nil {
+		return Page{}, fmt.Errorf("tasks: list: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return Page{}, fmt.Errorf("tasks: list: %w", err)
+	}
+	p := Page{Tasks: list}
+	if len(list) > limit {
+		p.Tasks = list[:limit]
+		last := p.Tasks[limit-1]
+		after.At, after.ID = last.CreatedAt, last.ID
+		raw, _ := json.Marshal(after)
+		p.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	if p.Tasks == nil {
+		p.Tasks = []Task{}
+	}
+	return p, nil
+}
+
+const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
+	created_at, updated_at, finished_at, result, error, request`
+
+func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
+
+func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
+	var t Task
+	var status string
+	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
+		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.Result, &t.Error, &t.Request}
+	if err := r.Scan(append(dest, extra...)...); err != nil {
+		return Task{}, err
+	}
+	t.Status = Status(status)
+	t.Metadata = t.Request.Metadata
+	return t, nil
+}
+
+// keyDigest is how an idempotency key appears in logs: a short digest, since
+// clients sometimes put meaningful data in keys.
+func keyDigest(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:6])
+}

@@ -1,0 +1,343 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/replay"
+)
+
+// TaskArgs is the River job that runs one task.
+type TaskArgs struct {
+	TaskID  string `json:"task_id"`
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// Kind names the job kind in river_job.
+func (TaskArgs) Kind() string { return "tollgate_task" }
+
+type worker struct {
+	river.WorkerDefaults[TaskArgs]
+	svc *Service
+}
+
+// Timeout bounds one run of the job: the provider call plus the short
+// transactions around it.
+func (w *worker) Timeout(*river.Job[TaskArgs]) time.Duration {
+	return w.svc.cfg.RequestTimeout + time.Minute
+}
+
+// NextRetry is bounded exponential backoff with full jitter: transient
+// failures are retried soon, never in lock-step, never later than RetryMax.
+func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
+	c := w.svc.cfg
+	d := c.RetryBase << min(max(job.Attempt-1, 0), 20)
+	if d <= 0 || d > c.RetryMax {
+		d = c.RetryMax
+	}
+	return time.Now().Add(d/2 + rand.N(d/2+1))
+}
+
+// Work runs one attempt of the task. See the package doc for the three
+// transactions; errors returned here make River retry the job later.
+func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
+	s := w.svc
+	begun, err := s.beginAttempt(ctx, job)
+	if err != nil || begun == nil {
+		return err // nil: the task was already finished, or finished now
+	}
+
+	started := s.cfg.Now()
+	callCtx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	resp, callErr := s.cfg.Provider.Complete(callCtx, provider.Request{
+		Model:          begun.task.Model,
+		Messages:       begun.task.Request.Messages,
+		MaxTokens:      s.maxTokens(begun.task.Request),
+		IdempotencyKey: fmt.Sprintf("%s:%d", begun.task.ID, begun.attempt),
+	})
+	cancel()
+	latency := s.cfg.Now().Sub(started)
+
+	// Record the outcome even if the job's context was canceled (shutdown):
+	// a canceled call is exactly the outcome the journal must keep.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rcancel()
+	return s.recordOutcome(rctx, job, begun, resp, callErr, latency)
+}
+
+type begunAttempt struct {
+	task    Task
+	attempt int
+	startAt time.Time
+}
+
+// beginAttempt commits the journal entry for the next attempt before any
+// provider call. An entry still "sent" from an earlier run means that run
+// died or was canceled mid-call: the call may have reached the provider, so
+// it is recorded as ambiguous and counted against the attempt limit.
+func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (*begunAttempt, error) {
+	var out *begunAttempt
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t, err := lockTask(ctx, tx, job.Args.TaskID)
+		if errors.Is(err, ErrNotFound) {
+			// Nothing to run; complete the job so it does not linger.
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if t.Status.Final() {
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		if err := s.markInterrupted(ctx, tx, t, job.Args.TraceID); err != nil {
+			return err
+		}
+		if t.Attempts >= s.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
+			f := Failure{Code: "attempts_exhausted", Class: string(provider.ClassAmbiguous), Retryable: true,
+				Message: "The task used all its attempts; an earlier call may have reached the provider."}
+			if err := s.finishFailed(ctx, tx, t, f); err != nil {
+				return err
+			}
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		n := t.Attempts + 1
+		var startAt time.Time
+		err = tx.QueryRow(ctx, `
+			INSERT INTO task_attempts (task_id, attempt, provider_key, idempotency_key)
+			VALUES ($1, $2, $3, $4) RETURNING started_at`,
+			t.ID, n, s.cfg.ProviderKey, fmt.Sprintf("%s:%d", t.ID, n)).Scan(&startAt)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', attempts = $2, updated_at = now() WHERE id = $1`, t.ID, n); err != nil {
+			return err
+		}
+		t.Attempts = n
+		out = &begunAttempt{task: t, attempt: n, startAt: startAt}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: begin attempt: %w", err)
+	}
+	return out, nil
+}
+
+// markInterrupted turns journal entries left "sent" by a dead or canceled
+// run into ambiguous attempts, each with its replay record.
+func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, traceID string) error {
+	rows, err := tx.Query(ctx, `
+		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
+		WHERE task_id = $1 AND state = 'sent'
+		RETURNING attempt, started_at, finished_at`, t.ID)
+	if err != nil {
+		return err
+	}
+	type interrupted struct {
+		attempt  int
+		start    time.Time
+		finished time.Time
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (interrupted, error) {
+		var i interrupted
+		return i, r.Scan(&i.attempt, &i.start, &i.finished)
+	})
+	if err != nil {
+		return err
+	}
+	for _, i := range list {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "attempt interrupted; counted as ambiguous",
+			slog.String("task_id", t.ID), slog.Int("attempt", i.attempt), slog.String("class", "ambiguous"))
+		rec := s.record(t, i.attempt, i.start, traceID)
+		rec.State, rec.FinishedAt = "ambiguous", &i.finished
+		rec.Error = &replay.Failure{Class: string(provider.ClassAmbiguous), Code: "interrupted"}
+		if err := replay.InsertTx(ctx, tx, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) record(t Task, attempt int, start time.Time, traceID string) replay.Attempt {
+	return replay.Attempt{
+		TaskID: t.ID, OwnerID: t.OwnerID, Attempt: attempt,
+		Provider: s.cfg.ProviderName, ProviderModel: t.Model,
+		Parameters: replay.Parameters{Model: t.Model, MaxTokens: s.maxTokens(t.Request)},
+		TimeoutMS:  int(s.cfg.RequestTimeout / time.Millisecond),
+		StartedAt:  start, TraceID: traceID, BuildVersion: s.cfg.BuildVersion,
+	}
+}
+
+// recordOutcome is the third transaction: journal, replay record and, for a
+// final outcome, the task's end, its settlement and the job's completion.
+func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b *begunAttempt,
+	resp *provider.Response, callErr error, latency time.Duration) error {
+	var pe *provider.Error
+	if callErr != nil && !errors.As(callErr, &pe) {
+		pe = &provider.Error{Class: provider.ClassAmbiguous, Code: "client_error"}
+	}
+	latencyMS := int(latency / time.Millisecond)
+	log := s.cfg.Logger.With(slog.String("task_id", b.task.ID), slog.String("owner_id", b.task.OwnerID),
+		slog.String("model", b.task.Model), slog.String("provider", s.cfg.ProviderName),
+		slog.Int("attempt", b.attempt), slog.Int("upstream_latency_ms", latencyMS),
+		slog.String("trace_id", job.Args.TraceID))
+
+	var retry error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t, err := lockTask(ctx, tx, b.task.ID)
+		if err != nil {
+			return err
+		}
+		rec := s.record(t, b.attempt, b.startAt, job.Args.TraceID)
+		now := b.startAt.Add(latency)
+		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
+		state := "succeeded"
+		if pe != nil {
+			state = "failed"
+			if pe.Class == provider.ClassAmbiguous {
+				state = "ambiguous"
+			}
+			rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
+		} else {
+			rec.Response = &replay.Response{Content: resp.Content, FinishReason: resp.FinishReason, Model: resp.Model}
+			if resp.Usage != nil {
+				rec.Response.Usage = &replay.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+			}
+		}
+		rec.State = state
+		if err := journal(ctx, tx, t.ID, b.attempt, state, pe); err != nil {
+			return err
+		}
+		if err := replay.InsertTx(ctx, tx, rec); err != nil {
+			return err
+		}
+		if t.Status.Final() {
+			// Another run finished the task meanwhile (a rescued duplicate);
+			// this attempt is history only.
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+
+		if pe == nil {
+			if err := s.finishSucceeded(ctx, tx, t, resp); err != nil {
+				return err
+			}
+			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+
+		logAttrs := []any{slog.String("class", string(pe.Class)), slog.Int("provider_status", pe.Status), slog.String("provider_code", pe.Code)}
+		if pe.Retryable() && t.Attempts < s.cfg.MaxAttempts {
+			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', updated_at = now() WHERE id = $1`, t.ID); err != nil {
+				return err
+			}
+			retry = pe
+			if pe.Class == provider.ClassThrottled {
+				pause := pe.RetryAfter
+				if pause <= 0 {
+					pause = s.cfg.RetryBase
+				}
+				retry = river.JobSnooze(min(pause, s.cfg.RetryMax))
+			}
+			log.Info("attempt failed; will retry", logAttrs...)
+			return nil
+		}
+		if err := s.finishFailed(ctx, tx, t, failureFor(pe, pe.Retryable())); err != nil {
+			return err
+		}
+		log.Info("task finished", append(logAttrs, slog.String("final_status", string(StatusFailed)))...)
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tasks: record outcome: %w", err)
+	}
+	return retry
+}
+
+func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state string, pe *provider.Error) error {
+	var class, code *string
+	var status *int
+	if pe != nil {
+		c, k, st := string(pe.Class), pe.Code, pe.Status
+		class, code, status = &c, &k, &st
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, finished_at = now()
+		WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, taskID, attempt, state, class, code, status)
+	return err
+}
+
+// finishSucceeded settles the reservation at the actual cost: the
+// provider's reported usage, or an estimate labelled as such when it
+// reported none.
+func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *provider.Response) error {
+	u := Usage{Source: budget.SourceReported}
+	if resp.Usage != nil {
+		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
+	} else {
+		u.Source = budget.SourceEstimated
+		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Content)
+	}
+	price, _ := s.cfg.Prices.Lookup(t.Model)
+	cost := price.Cost(u.InputTokens, u.OutputTokens)
+	if _, err := budget.SettleTx(ctx, tx, budget.Settlement{
+		TaskID: t.ID, Model: t.Model, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		Source: u.Source, CostMicros: cost,
+	}); err != nil {
+		return err
+	}
+	model := resp.Model
+	if model == "" {
+		model = t.Model
+	}
+	res := Result{Output: resp.Content, Model: model, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
+	return finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
+}
+
+// finishFailed releases the whole reservation and records why the task
+// failed.
+func (s *Service) finishFailed(ctx context.Context, tx pgx.Tx, t Task, f Failure) error {
+	if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
+		return err
+	}
+	return finish(ctx, tx, t.ID, StatusFailed, nil, &f)
+}
+
+func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Result, f *Failure) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE tasks SET status = $2, result = $3, error = $4, finished_at = now(), updated_at = now()
+		WHERE id = $1`, id, string(status), res, f)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, finishedChannel, id)
+	return err
+}
+
+// lockTask reads the task and locks its row for the transaction, so two runs
+// of the same job serialise on it.
+func lockTask(ctx context.Context, tx pgx.Tx, id string) (Task, error) {
+	rows, err := tx.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 FOR UPDATE`, id)
+	if err != nil {
+		return Task{}, err
+	}
+	t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Task{}, ErrNotFound
+	}
+	return t, err
+}
