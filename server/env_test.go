@@ -1,0 +1,294 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/contract"
+	"github.com/tollgate/tollgate/internal/testdb"
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/provider/fake"
+	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/server"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+var (
+	specOnce sync.Once
+	spec     *contract.Validator
+	specErr  error
+)
+
+// testModel is priced at exactly 1 micro per input and 2 per output token,
+// so reservations and costs are easy to compute by hand.
+const testModel = "test-model"
+
+var testPrices = budget.NewPrices(map[string]budget.Price{
+	testModel: {InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000},
+}, budget.DefaultPrice)
+
+type envOptions struct {
+	noWorkers      bool
+	requestTimeout time.Duration
+	maxAttempts    int
+	maxBody        int64
+}
+
+// env is one Tollgate server on its own database, with the fake provider
+// behind it and every response checked against openapi.yaml.
+type env struct {
+	t        *testing.T
+	pool     *pgxpool.Pool
+	fake     *fake.Server
+	url      string
+	client   *http.Client
+	accounts *accounts.Store
+	budgets  *budget.Store
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	specOnce.Do(func() { spec, specErr = contract.Load("../openapi.yaml") })
+	if specErr != nil {
+		t.Fatalf("load openapi.yaml: %v", specErr)
+	}
+	pool, _ := testdb.NewPool(t)
+
+	fp := fake.New()
+	fakeSrv := httptest.NewServer(fp)
+	t.Cleanup(func() { fp.Close(); fakeSrv.Close() })
+
+	if o.requestTimeout == 0 {
+		o.requestTimeout = 5 * time.Second
+	}
+	svc, err := tasks.New(pool, tasks.Config{
+		Provider:       provider.NewOpenAI(fakeSrv.URL+"/v1", "sk-test-canary-key", fakeSrv.Client()),
+		ProviderName:   "fake",
+		DefaultModel:   testModel,
+		Prices:         testPrices,
+		RequestTimeout: o.requestTimeout,
+		MaxAttempts:    o.maxAttempts,
+		RetryBase:      10 * time.Millisecond,
+		RetryMax:       50 * time.Millisecond,
+		FetchCooldown:  5 * time.Millisecond,
+		FetchPoll:      50 * time.Millisecond,
+		BuildVersion:   "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if !o.noWorkers {
+		if err := svc.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := server.New(server.Deps{
+		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool),
+		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody,
+	})
+	srv := httptest.NewServer(h)
+	tr := spec.Transport(nil)
+	t.Cleanup(func() {
+		srv.Close()
+		if !o.noWorkers {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			if err := svc.Stop(sctx); err != nil {
+				t.Errorf("stop workers: %v", err)
+			}
+		}
+		cancel()
+		tr.Check(t)
+	})
+	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
+		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool)}
+}
+
+// owner creates an owner with a budget and returns a key of the role.
+func (e *env) owner(name string, role accounts.Role, totalMicros int64) string {
+	e.t.Helper()
+	ctx := context.Background()
+	if _, err := e.budgets.Set(ctx, name, totalMicros); err != nil {
+		e.t.Fatal(err)
+	}
+	key, err := e.accounts.CreateKey(ctx, name, role)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return key
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("decode %d body %q: %v", r.status, r.body, err)
+	}
+	return m
+}
+
+func (r response) task(t *testing.T) tasks.Task {
+	t.Helper()
+	var task tasks.Task
+	if err := json.Unmarshal(r.body, &task); err != nil {
+		t.Fatalf("decode task from %d %q: %v", r.status, r.body, err)
+	}
+	return task
+}
+
+// problemCode returns the code of a problem+json body, failing the test if
+// the body is not one.
+func (r response) problemCode(t *testing.T) string {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q, want application/problem+json (status %d, body %s)", ct, r.status, r.body)
+	}
+	code, _ := r.json(t)["code"].(string)
+	return code
+}
+
+func (e *env) do(method, path, key string, body []byte, header map[string]string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	res, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (e *env) post(key, idemKey string, body []byte, header map[string]string) response {
+	e.t.Helper()
+	h := map[string]string{"Idempotency-Key": idemKey}
+	for k, v := range header {
+		h[k] = v
+	}
+	return e.do(http.MethodPost, "/v1/tasks", key, body, h)
+}
+
+// taskBody is a valid request whose reservation is easy to compute:
+// content of 4n bytes estimates as n tokens, plus 4 for framing.
+func taskBody(content string, maxTokens int) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"model":      testModel,
+		"messages":   []map[string]string{{"role": "user", "content": content}},
+		"max_tokens": maxTokens,
+	})
+	return b
+}
+
+// waitFinished polls the task until it is final, failing after a generous
+// bound: a condition wait, not a sleep standing in for one.
+func (e *env) waitFinished(key, id string) tasks.Task {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil)
+		if r.status != http.StatusOK {
+			e.t.Fatalf("GET task: %d %s", r.status, r.body)
+		}
+		task := r.task(e.t)
+		if task.Status.Final() {
+			return task
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("task %s still %s after 30s", id, task.Status)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a correctness wait
+	}
+}
+
+func (e *env) scalar(sql string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// checkInvariants asserts, in SQL, what must hold whatever happened: no
+// finished task holds a reservation, every running or queued task holds
+// one, the ledger explains every balance, and no owner is above its total.
+func (e *env) checkInvariants() {
+	e.t.Helper()
+	checks := []struct {
+		name string
+		sql  string
+	}{
+		{"finished task holds a reservation", `
+			SELECT count(*) FROM tasks t JOIN budget_reservations r ON r.task_id = t.id
+			WHERE t.finished_at IS NOT NULL AND r.state = 'held'`},
+		{"unfinished task without a held reservation", `
+			SELECT count(*) FROM tasks t LEFT JOIN budget_reservations r ON r.task_id = t.id AND r.state = 'held'
+			WHERE t.finished_at IS NULL AND r.task_id IS NULL`},
+		{"reserved differs from ledger", `
+			SELECT count(*) FROM budgets b WHERE b.reserved_micros <> COALESCE((
+				SELECT sum(CASE kind WHEN 'reserve' THEN amount_micros WHEN 'release' THEN -amount_micros ELSE 0 END)
+				FROM budget_ledger l WHERE l.owner_id = b.owner_id), 0)`},
+		{"spent differs from ledger", `
+			SELECT count(*) FROM budgets b WHERE b.spent_micros <> COALESCE((
+				SELECT sum(amount_micros) FROM budget_ledger l WHERE l.owner_id = b.owner_id AND kind = 'spend'), 0)`},
+		{"held reservations differ from reserved", `
+			SELECT count(*) FROM budgets b WHERE b.reserved_micros <> COALESCE((
+				SELECT sum(amount_micros) FROM budget_reservations r WHERE r.owner_id = b.owner_id AND r.state = 'held'), 0)`},
+		{"spent differs from usage charged", `
+			SELECT count(*) FROM budgets b WHERE b.spent_micros <> COALESCE((
+				SELECT sum(charged_micros) FROM usage_records u WHERE u.owner_id = b.owner_id), 0)`},
+		{"owner above total", `SELECT count(*) FROM budgets WHERE reserved_micros + spent_micros > total_micros`},
+		{"provider attempts beyond journal", `SELECT count(*) FROM tasks t WHERE t.attempts <> (SELECT count(*) FROM task_attempts a WHERE a.task_id = t.id)`},
+	}
+	for _, c := range checks {
+		if n := e.scalar(c.sql); n != 0 {
+			e.t.Errorf("invariant violated: %s (%d rows)", c.name, n)
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprint(err))
+	}
+	return b
+}

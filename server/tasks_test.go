@@ -1,0 +1,249 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+func TestCreateTaskRunsItAndPollingSeesTheResult(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+
+	r := e.post(key, "order-1", taskBody("abcdefgh", 100), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s, want 202", r.status, r.body)
+	}
+	created := r.task(t)
+	if got, want := r.header.Get("Location"), "/v1/tasks/"+created.ID; got != want {
+		t.Errorf("Location = %q, want %q", got, want)
+	}
+	// 8 bytes = 2 tokens + 4 framing at 1 micro, 100 output tokens at 2.
+	if created.ReservedMicros != 206 {
+		t.Errorf("reserved_micros = %d, want 206", created.ReservedMicros)
+	}
+	done := e.waitFinished(key, created.ID)
+	if done.Status != tasks.StatusSucceeded || done.Result == nil {
+		t.Fatalf("finished task = %+v, want succeeded with a result", done)
+	}
+	if done.Result.Output == "" || done.Result.Usage.Source != "reported" {
+		t.Errorf("result = %+v, want output and reported usage", done.Result)
+	}
+	// The fake reports prompt tokens ceil(8/4)+4 = 6 and 16 completion tokens.
+	if want := int64(6*1 + 16*2); done.Result.CostMicros != want {
+		t.Errorf("cost_micros = %d, want %d", done.Result.CostMicros, want)
+	}
+	if done.Attempts != 1 || e.fake.CallCount() != 1 {
+		t.Errorf("attempts = %d, provider calls = %d; want 1 and 1", done.Attempts, e.fake.CallCount())
+	}
+	if got, want := e.fake.Calls()[0].IdempotencyKey, created.ID+":1"; got != want {
+		t.Errorf("provider Idempotency-Key = %q, want %q", got, want)
+	}
+	b, _ := e.budgets.Get(t.Context(), "acme")
+	if b.ReservedMicros != 0 || b.SpentMicros != done.Result.CostMicros {
+		t.Errorf("budget reserved=%d spent=%d; want 0 and %d", b.ReservedMicros, b.SpentMicros, done.Result.CostMicros)
+	}
+	e.checkInvariants()
+}
+
+func TestPreferWaitAnswersWithTheFinishedTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+
+	r := e.post(key, "k", taskBody("hello", 10), map[string]string{"Prefer": "wait=20"})
+	if r.status != http.StatusOK {
+		t.Fatalf("POST with Prefer: wait: %d %s, want 200", r.status, r.body)
+	}
+	if r.task(t).Status != tasks.StatusSucceeded {
+		t.Errorf("status = %s, want succeeded", r.task(t).Status)
+	}
+	if got := r.header.Get("Preference-Applied"); got != "wait=20" {
+		t.Errorf("Preference-Applied = %q, want wait=20", got)
+	}
+	if got := r.header.Get("Idempotent-Replayed"); got != "false" {
+		t.Errorf("Idempotent-Replayed = %q, want false", got)
+	}
+}
+
+func TestSameKeySameRequestReplaysTheTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+
+	first := e.post(key, "same", taskBody("hello", 10), nil)
+	if first.status != http.StatusAccepted {
+		t.Fatalf("first POST: %d %s", first.status, first.body)
+	}
+	id := first.task(t).ID
+	e.waitFinished(key, id)
+
+	// Same JSON, keys in another order and other whitespace: the same request.
+	reordered := []byte(`{ "max_tokens": 10, "messages": [{"content": "hello", "role": "user"}], "model": "` + testModel + `" }`)
+	for i, body := range [][]byte{taskBody("hello", 10), reordered} {
+		r := e.post(key, "same", body, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("replay %d: %d %s, want 200 for a finished task", i, r.status, r.body)
+		}
+		if got := r.task(t).ID; got != id {
+			t.Errorf("replay %d returned task %s, want %s", i, got, id)
+		}
+		if r.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("replay %d: Idempotent-Replayed = %q, want true", i, r.header.Get("Idempotent-Replayed"))
+		}
+	}
+	if n := e.fake.CallCount(); n != 1 {
+		t.Errorf("provider calls = %d, want 1", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM budget_ledger WHERE kind = 'reserve'`); n != 1 {
+		t.Errorf("reservations = %d, want 1", n)
+	}
+}
+
+func TestFiftyConcurrentIdenticalPostsMakeOneTaskAndOneCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]response, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = e.post(key, "storm", taskBody("same body", 10), nil)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	ids := map[string]int{}
+	replayed := 0
+	for _, r := range results {
+		if r.status != http.StatusAccepted && r.status != http.StatusOK {
+			t.Fatalf("POST: %d %s", r.status, r.body)
+		}
+		ids[r.task(t).ID]++
+		if r.header.Get("Idempotent-Replayed") == "true" {
+			replayed++
+		}
+	}
+	if len(ids) != 1 || replayed != n-1 {
+		t.Fatalf("got %d distinct tasks and %d replays; want 1 and %d", len(ids), replayed, n-1)
+	}
+	for id := range ids {
+		e.waitFinished(key, id)
+	}
+	if c := e.fake.CallCount(); c != 1 {
+		t.Errorf("provider calls = %d, want 1", c)
+	}
+	if c := e.scalar(`SELECT count(*) FROM tasks`); c != 1 {
+		t.Errorf("tasks = %d, want 1", c)
+	}
+	e.checkInvariants()
+}
+
+func TestSameKeyDifferentRequestIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+
+	first := e.post(key, "k1", taskBody("original", 10), nil)
+	if first.status != http.StatusAccepted {
+		t.Fatalf("first POST: %d %s", first.status, first.body)
+	}
+	snapshot := func() string {
+		var s string
+		err := e.pool.QueryRow(t.Context(), `
+			SELECT (SELECT json_agg(t ORDER BY id)::text FROM tasks t) ||
+			       (SELECT json_agg(l ORDER BY id)::text FROM budget_ledger l) ||
+			       (SELECT json_agg(b)::text FROM budgets b)`).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := snapshot()
+	for _, body := range [][]byte{taskBody("changed", 10), taskBody("original", 11)} {
+		r := e.post(key, "k1", body, nil)
+		if r.status != http.StatusUnprocessableEntity || r.problemCode(t) != "idempotency_key_reused" {
+			t.Fatalf("POST changed body: %d %s, want 422 idempotency_key_reused", r.status, r.body)
+		}
+	}
+	if diff := cmp.Diff(before, snapshot()); diff != "" {
+		t.Errorf("database changed after a refused request (-before +after):\n%s", diff)
+	}
+}
+
+func TestOwnersSeeOnlyTheirOwnTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	alice := e.owner("alice", accounts.RoleClient, 1_000_000)
+	bob := e.owner("bob", accounts.RoleClient, 1_000_000)
+
+	ra := e.post(alice, "shared-key", taskBody("alice's", 10), nil)
+	rb := e.post(bob, "shared-key", taskBody("bob's", 10), nil)
+	if ra.status != http.StatusAccepted || rb.status != http.StatusAccepted {
+		t.Fatalf("same key for two owners must be two tasks: %d, %d", ra.status, rb.status)
+	}
+	aliceTask := ra.task(t).ID
+	for _, path := range []string{"/v1/tasks/" + aliceTask, "/v1/tasks/" + aliceTask + "/replay"} {
+		r := e.do(http.MethodGet, path, bob, nil, nil)
+		if r.status != http.StatusNotFound || r.problemCode(t) != "not_found" {
+			t.Errorf("bob GET %s: %d %s, want 404", path, r.status, r.body)
+		}
+	}
+	list := e.do(http.MethodGet, "/v1/tasks", bob, nil, nil).json(t)
+	data := list["data"].([]any)
+	if len(data) != 1 || data[0].(map[string]any)["id"] != rb.task(t).ID {
+		t.Errorf("bob's list = %v, want only bob's task", data)
+	}
+}
+
+func TestListPagesNewestFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	var want []string
+	for i := range 5 {
+		r := e.post(key, "k"+strings.Repeat("x", i), taskBody("m", 5), nil)
+		want = append([]string{r.task(t).ID}, want...)
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; pages < 10; pages++ {
+		path := "/v1/tasks?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		r := e.do(http.MethodGet, path, key, nil, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("list: %d %s", r.status, r.body)
+		}
+		m := r.json(t)
+		for _, d := range m["data"].([]any) {
+			got = append(got, d.(map[string]any)["id"].(string))
+		}
+		next, _ := m["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listed ids mismatch (-want +got):\n%s", diff)
+	}
+	if r := e.do(http.MethodGet, "/v1/tasks?cursor=not-a-cursor", key, nil, nil); r.status != http.StatusBadRequest {
+		t.Errorf("bad cursor: %d, want 400", r.status)
+	}
+}
