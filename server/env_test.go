@@ -44,6 +44,7 @@ type envOptions struct {
 	requestTimeout time.Duration
 	maxAttempts    int
 	maxBody        int64
+	pool           *pgxpool.Pool // reuse another env's database
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -64,7 +65,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if specErr != nil {
 		t.Fatalf("load openapi.yaml: %v", specErr)
 	}
-	pool, _ := testdb.NewPool(t)
+	pool := o.pool
+	if pool == nil {
+		pool, _ = testdb.NewPool(t)
+	}
 
 	fp := fake.New()
 	fakeSrv := httptest.NewServer(fp)
@@ -291,4 +295,11 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprint(err))
 	}
 	return b
+}
+
+// restartWorkers starts a second server with running workers on e's
+// database, as a fresh process would after a crash.
+func restartWorkers(t *testing.T, e *env) *env {
+	t.Helper()
+	return newEnv(t, envOptions{pool: e.pool})
 }
