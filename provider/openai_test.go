@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -120,14 +121,14 @@ func TestOpenAICompleteScripted(t *testing.T) {
 	t.Parallel()
 	const ok = `{"id":"x","object":"chat.completion","model":"gpt-real-2026","choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"%s"}]%s}`
 	body := func(content, finish, extra string) string {
-		return strings.NewReplacer("%s", "").Replace("") + sprintf(ok, content, finish, extra)
+		return fmt.Sprintf(ok, content, finish, extra)
 	}
 	tests := []struct {
-		name     string
-		script   fake.Scripted
-		want     *provider.Response
-		wantErr  *provider.Error
-		wantRaw  bool // the error carries the provider's message
+		name    string
+		script  fake.Scripted
+		want    *provider.Response
+		wantErr *provider.Error
+		wantRaw bool // the error carries the provider's message
 	}{
 		{
 			name:   "success without usage",
@@ -257,9 +258,194 @@ func TestOpenAICompleteScripted(t *testing.T) {
 	}
 }
 
-func sprintf(format string, args ...string) string {
-	for _, a := range args {
-		format = strings.Replace(format, "%s", a, 1)
+func TestOpenAICompleteNetworkFailures(t *testing.T) {
+	t.Parallel()
+	req := provider.Request{Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, IdempotencyKey: "task-9:1"}
+
+	t.Run("deadline while the provider hangs after reading the request", func(t *testing.T) {
+		t.Parallel()
+		f, c := startFake(t)
+		f.Script(fake.Scripted{Hang: true})
+		// The deadline only has to outlast writing a tiny request to a
+		// local server; the fake never answers.
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		_, err := c.Complete(ctx, req)
+		pe := asError(t, err)
+		want := &provider.Error{Class: provider.ClassAmbiguous, Code: "timeout"}
+		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
+			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false, want true", err)
+		}
+		if calls := f.Calls(); len(calls) != 1 || calls[0].IdempotencyKey != "task-9:1" {
+			t.Errorf("call log = %+v, want one call with key task-9:1", calls)
+		}
+	})
+
+	t.Run("canceled once the provider has the request", func(t *testing.T) {
+		t.Parallel()
+		f, c := startFake(t)
+		f.Script(fake.Scripted{Hang: true})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.Complete(ctx, req)
+			errc <- err
+		}()
+		waitFor(t, "the fake to log the call", func() bool { return f.CallCount() == 1 })
+		cancel()
+		pe := asError(t, <-errc)
+		want := &provider.Error{Class: provider.ClassAmbiguous, Code: "canceled"}
+		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
+			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+		}
+		if !errors.Is(pe, context.Canceled) {
+			t.Errorf("errors.Is(%v, context.Canceled) = false, want true", pe)
+		}
+	})
+
+	t.Run("connection cut after the provider has the request", func(t *testing.T) {
+		t.Parallel()
+		f, c := startFake(t)
+		f.Script(fake.Scripted{Hang: true})
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.Complete(t.Context(), req)
+			errc <- err
+		}()
+		waitFor(t, "the fake to log the call", func() bool { return f.CallCount() == 1 })
+		f.Close()
+		pe := asError(t, <-errc)
+		want := &provider.Error{Class: provider.ClassAmbiguous, Code: "connection_cut"}
+		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
+			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("connection refused", func(t *testing.T) {
+		t.Parallel()
+		ts := httptest.NewServer(http.NotFoundHandler())
+		url := ts.URL
+		ts.Close()
+		_, err := provider.NewOpenAI(url+"/v1", apiKey, nil).Complete(t.Context(), req)
+		pe := asError(t, err)
+		want := &provider.Error{Class: provider.ClassTransient, Code: "connection_error"}
+		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
+			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("canceled before sending", func(t *testing.T) {
+		t.Parallel()
+		f, c := startFake(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := c.Complete(ctx, req)
+		pe := asError(t, err)
+		want := &provider.Error{Class: provider.ClassTransient, Code: "canceled"}
+		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
+			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+		}
+		if n := f.CallCount(); n != 0 {
+			t.Errorf("CallCount() = %d, want 0", n)
+		}
+	})
+
+	t.Run("success cut off mid-body", func(t *testing.T) {
+		t.Parallel()
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, `{"id":"x","choices":[{"message":{"content":"hel`)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}))
+		t.Cleanup(ts.Close)
+		_, err := provider.NewOpenAI(ts.URL+"/v1", apiKey, ts.Client()).Complete(t.Context(), req)
+		pe := asError(t, err)
+		want := &provider.Error{Class: provider.ClassAmbiguous, Status: 200, Code: "connection_cut"}
+		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
+			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOpenAICompleteBoundsTheBody(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat(" ", 5<<20)
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   *provider.Error
+	}{
+		{"huge success", 200, `{"choices":[{"message":{"content":"hi"}}]}` + huge, &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"}},
+		{"huge failure", 503, huge, &provider.Error{Class: provider.ClassTransient, Status: 503, Code: "service_unavailable"}},
 	}
-	return format
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := startFake(t)
+			f.Script(fake.Scripted{Status: tt.status, Body: tt.body})
+			_, err := c.Complete(t.Context(), provider.Request{Model: "m"})
+			if diff := cmp.Diff(tt.want, asError(t, err), ignoreRaw); diff != "" {
+				t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOpenAIWireRequest checks what goes over the wire, which the fake does
+// not record in full.
+func TestOpenAIWireRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		baseURL  string
+		req      provider.Request
+		wantBody string
+		wantKey  string
+	}{
+		{
+			name:     "full request",
+			baseURL:  "/v1",
+			req:      provider.Request{Model: "gpt-4.1", Messages: []provider.Message{{Role: "user", Content: "hi"}}, MaxTokens: 7, IdempotencyKey: "t:2"},
+			wantBody: `{"model":"gpt-4.1","messages":[{"role":"user","content":"hi"}],"max_tokens":7}`,
+			wantKey:  "t:2",
+		},
+		{
+			name:     "no limit, no messages, trailing slash",
+			baseURL:  "/v1/",
+			req:      provider.Request{Model: "m"},
+			wantBody: `{"model":"m","messages":[]}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			type seen struct {
+				Method, Path, Auth, Key, ContentType, Body string
+			}
+			got := make(chan seen, 1)
+			f := fake.New()
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got <- seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Idempotency-Key"), r.Header.Get("Content-Type"), string(b)}
+				r.Body = io.NopCloser(strings.NewReader(string(b)))
+				f.ServeHTTP(w, r)
+			}))
+			t.Cleanup(ts.Close)
+			if _, err := provider.NewOpenAI(ts.URL+tt.baseURL, apiKey, ts.Client()).Complete(t.Context(), tt.req); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			want := seen{"POST", "/v1/chat/completions", "Bearer " + apiKey, tt.wantKey, "application/json", tt.wantBody}
+			if diff := cmp.Diff(want, <-got); diff != "" {
+				t.Errorf("request mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
