@@ -20,9 +20,9 @@ func TestPriceCostRoundsUpToTheMicro(t *testing.T) {
 		want    int64
 	}{
 		{budget.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000}, 0, 0, 0},
-		{budget.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000}, 1, 0, 1},             // 0.15 micro rounds up
+		{budget.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000}, 1, 0, 1},               // 0.15 micro rounds up
 		{budget.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000}, 1_000_000, 0, 150_000}, // exact
-		{budget.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000}, 10, 10, 8},            // 7.5 → 8
+		{budget.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000}, 10, 10, 8},             // 7.5 → 8
 		{budget.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, 6, 16, 38},
 	}
 	for _, c := range cases {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -287,14 +286,6 @@ func (e *env) checkInvariants() {
 			e.t.Errorf("invariant violated: %s (%d rows)", c.name, n)
 		}
 	}
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprint(err))
-	}
-	return b
 }
 
 // restartWorkers starts a second server with running workers on e's
