@@ -138,11 +138,14 @@ func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
 // Source says where a usage figure came from.
 type Source string
 
-// Usage sources: the provider's own report, or Tollgate's estimate when the
-// provider reported none.
+// Usage sources: the provider's own report, Tollgate's estimate when the
+// provider reported none, or an upper bound when attempts were ambiguous.
 const (
 	SourceReported  Source = "reported"
 	SourceEstimated Source = "estimated"
+	// SourcePossiblyCharged: the settlement includes attempts whose outcome
+	// is unknown (the provider may have run and billed them).
+	SourcePossiblyCharged Source = "possibly_charged"
 )
 
 // Settlement is the actual cost of a finished task.

@@ -44,6 +44,9 @@ type envOptions struct {
 	maxAttempts    int
 	maxBody        int64
 	pool           *pgxpool.Pool // reuse another env's database
+	probeEvery     time.Duration
+	maxSnooze      time.Duration
+	retryMax       time.Duration
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -73,6 +76,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	fakeSrv := httptest.NewServer(fp)
 	t.Cleanup(func() { fp.Close(); fakeSrv.Close() })
 
+	if o.retryMax == 0 {
+		o.retryMax = 50 * time.Millisecond
+	}
 	if o.requestTimeout == 0 {
 		o.requestTimeout = 5 * time.Second
 	}
@@ -84,7 +90,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		RequestTimeout: o.requestTimeout,
 		MaxAttempts:    o.maxAttempts,
 		RetryBase:      10 * time.Millisecond,
-		RetryMax:       50 * time.Millisecond,
+		RetryMax:       o.retryMax,
+		ProbeEvery:     o.probeEvery,
+		MaxSnooze:      o.maxSnooze,
 		FetchCooldown:  5 * time.Millisecond,
 		FetchPoll:      50 * time.Millisecond,
 		BuildVersion:   "test",
@@ -293,4 +301,16 @@ func (e *env) checkInvariants() {
 func restartWorkers(t *testing.T, e *env) *env {
 	t.Helper()
 	return newEnv(t, envOptions{pool: e.pool})
+}
+
+// waitFor polls a condition until it holds, failing after a generous bound.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a correctness wait
+	}
 }

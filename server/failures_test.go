@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/circuit"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -18,7 +20,6 @@ func TestProviderFailuresAreClassifiedAndHandled(t *testing.T) {
 	const (
 		serverError     = `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`
 		rateLimited     = `{"error":{"message":"Rate limit reached for test-model on requests per min. Please try again in 20ms.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
-		outOfCredit     = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
 		contextTooLong  = `{"error":{"message":"This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
 		emptyCompletion = `{"id":"x","object":"chat.completion","created":1,"model":"test-model","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`
 	)
@@ -36,21 +37,22 @@ func TestProviderFailuresAreClassifiedAndHandled(t *testing.T) {
 			tasks.StatusSucceeded, "", "", 2, []string{"failed", "succeeded"}},
 		{"429 with Retry-After pauses then succeeds", []fake.Scripted{{Status: 429, Headers: map[string]string{"Retry-After": "0"}, Body: rateLimited}}, 3,
 			tasks.StatusSucceeded, "", "", 2, []string{"failed", "succeeded"}},
-		{"out of credit is final", []fake.Scripted{{Status: 429, Body: outOfCredit}}, 3,
-			tasks.StatusFailed, "provider_exhausted", "exhausted", 1, []string{"failed"}},
-		{"400 out of credit is final", []fake.Scripted{{Status: 400, Body: `{"error":{"message":"Your credit balance is too low to access the API.","type":"invalid_request_error","code":"insufficient_quota"}}`}}, 3,
-			tasks.StatusFailed, "provider_exhausted", "exhausted", 1, []string{"failed"}},
-		{"context too long is rejected", []fake.Scripted{{Status: 400, Body: contextTooLong}}, 3,
-			tasks.StatusFailed, "provider_rejected", "rejected", 1, []string{"failed"}},
+		{"context too long is rejected after one call", []fake.Scripted{{Status: 400, Body: contextTooLong}}, 3,
+			tasks.StatusFailed, "model_incompatible", "rejected", 1, []string{"failed"}},
 		{"empty output is retried", []fake.Scripted{{Status: 200, Body: emptyCompletion}}, 3,
 			tasks.StatusSucceeded, "", "", 2, []string{"failed", "succeeded"}},
 		{"malformed output is retried", []fake.Scripted{{Status: 200, Body: `{"choices": [`}}, 3,
 			tasks.StatusSucceeded, "", "", 2, []string{"failed", "succeeded"}},
-		{"transient failures stop at the attempt limit", []fake.Scripted{
-			{Status: 500, Body: serverError}, {Status: 503, Body: serverError}}, 2,
-			tasks.StatusFailed, "provider_unavailable", "transient", 2, []string{"failed", "failed"}},
-		{"hang after reading the body is ambiguous", []fake.Scripted{{Hang: true}}, 3,
+		{"500 four times stops at the attempt limit", []fake.Scripted{
+			{Status: 500, Body: serverError}, {Status: 503, Body: serverError}, {Status: 500, Body: serverError}, {Status: 502, Body: serverError}}, 4,
+			tasks.StatusFailed, "model_temporarily_unavailable", "transient", 4, []string{"failed", "failed", "failed", "failed"}},
+		{"empty output at the attempt limit is an output failure", []fake.Scripted{
+			{Status: 200, Body: emptyCompletion}, {Status: 200, Body: emptyCompletion}}, 2,
+			tasks.StatusFailed, "incompatible_model_response", "transient", 2, []string{"failed", "failed"}},
+		{"hang after reading the body is ambiguous and repeated once", []fake.Scripted{{Hang: true}}, 3,
 			tasks.StatusSucceeded, "", "", 2, []string{"ambiguous", "succeeded"}},
+		{"a second ambiguous attempt is not repeated", []fake.Scripted{{Hang: true}, {Hang: true}}, 4,
+			tasks.StatusFailed, "possibly_executed", "ambiguous", 2, []string{"ambiguous", "ambiguous"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,9 +95,17 @@ func TestProviderFailuresAreClassifiedAndHandled(t *testing.T) {
 					break
 				}
 			}
-			if task.Status == tasks.StatusFailed {
-				if got := e.scalar(`SELECT count(*) FROM budget_reservations WHERE task_id = $1 AND state = 'released'`, task.ID); got != 1 {
-					t.Errorf("failed task's reservation not released")
+			ambiguous := e.scalar(`SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'ambiguous'`, task.ID)
+			wantReservation := "settled"
+			if task.Status == tasks.StatusFailed && ambiguous == 0 {
+				wantReservation = "released"
+			}
+			if got := e.scalar(`SELECT count(*) FROM budget_reservations WHERE task_id = $1 AND state = $2`, task.ID, wantReservation); got != 1 {
+				t.Errorf("reservation not %s", wantReservation)
+			}
+			if ambiguous > 0 {
+				if got := e.scalar(`SELECT count(*) FROM usage_records WHERE task_id = $1 AND source = 'possibly_charged'`, task.ID); got != 1 {
+					t.Errorf("a task with ambiguous attempts was not settled as possibly_charged")
 				}
 			}
 			e.checkInvariants()
@@ -132,6 +142,112 @@ func TestInterruptedAttemptIsRecordedAsAmbiguous(t *testing.T) {
 	}
 	if calls := e2.fake.Calls(); len(calls) != 1 || calls[0].IdempotencyKey != id+":2" {
 		t.Errorf("provider calls = %+v, want one with key %s:2", calls, id)
+	}
+	e.checkInvariants()
+}
+
+// An exhausted account opens the provider key's breaker: queued tasks wait
+// without calling the provider, one probe closes the breaker when the
+// account works again, and the queue drains.
+func TestExhaustedAccountOpensTheBreakerAndAProbeClosesIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{probeEvery: time.Hour, maxSnooze: 20 * time.Millisecond})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`})
+
+	first := e.post(key, "first", taskBody("abcdefgh", 100), nil).task(t)
+	e.waitFor("breaker open", func() bool {
+		return e.scalar(`SELECT count(*) FROM provider_keys WHERE key = 'default' AND state = 'open'`) == 1
+	})
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, e.post(key, fmt.Sprintf("queued-%d", i), taskBody("abcdefgh", 100), nil).task(t).ID)
+	}
+	// Every queued task has been looked at by a worker, and waits.
+	e.waitFor("all tasks waiting on the breaker", func() bool {
+		return e.scalar(`SELECT count(*) FROM tasks WHERE status = 'queued' AND error->>'class' = 'exhausted'`) == 11
+	})
+	if n := e.fake.CallCount(); n != 1 {
+		t.Fatalf("provider calls while the breaker is open = %d, want 1", n)
+	}
+	r := e.do(http.MethodGet, "/v1/tasks/"+first.ID, key, nil, nil).task(t)
+	if r.Status != tasks.StatusQueued || r.Error == nil || r.Error.Code != "model_quota_exhausted" {
+		t.Errorf("waiting task = %s %+v, want queued with model_quota_exhausted", r.Status, r.Error)
+	}
+
+	// The account is topped up (the fake answers successes again); an
+	// operator brings the probe forward instead of waiting an hour.
+	if err := circuit.NewStore(e.pool).ProbeNow(t.Context(), "default"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(ids, first.ID) {
+		if task := e.waitFinished(key, id); task.Status != tasks.StatusSucceeded {
+			t.Errorf("task %s = %s %+v after the breaker closed, want succeeded", id, task.Status, task.Error)
+		}
+	}
+	if n := e.fake.CallCount(); n != 12 {
+		t.Errorf("provider calls = %d, want 12 (1 failure, the probe, 10 more)", n)
+	}
+	if got := e.scalar(`SELECT count(*) FROM provider_keys WHERE state = 'closed'`); got != 1 {
+		t.Errorf("breaker not closed after the probe succeeded")
+	}
+	e.checkInvariants()
+}
+
+// A 429 with Retry-After pauses the whole provider key: no call on that key
+// goes out before the pause ends, and the throttled attempt is not counted.
+func TestThrottlePausesTheWholeKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{maxAttempts: 1, retryMax: 5 * time.Second})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Status: 429, Headers: map[string]string{"Retry-After": "1"},
+		Body: `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`})
+
+	first := e.post(key, "first", taskBody("abcdefgh", 100), nil).task(t)
+	e.waitFor("key paused", func() bool {
+		return e.scalar(`SELECT count(*) FROM provider_keys WHERE state = 'paused'`) == 1
+	})
+	var pausedUntil time.Time
+	if err := e.pool.QueryRow(t.Context(), `SELECT paused_until FROM provider_keys`).Scan(&pausedUntil); err != nil {
+		t.Fatal(err)
+	}
+	second := e.post(key, "second", taskBody("abcdefgh", 100), nil).task(t)
+	for _, id := range []string{first.ID, second.ID} {
+		task := e.waitFinished(key, id)
+		// One counted attempt allowed, yet the throttled task succeeds: the
+		// throttled call did not use it up.
+		if task.Status != tasks.StatusSucceeded {
+			t.Errorf("task %s = %s %+v, want succeeded", id, task.Status, task.Error)
+		}
+	}
+	calls := e.fake.Calls()
+	if len(calls) != 3 {
+		t.Fatalf("provider calls = %d, want 3", len(calls))
+	}
+	for _, c := range calls[1:] {
+		if c.ReceivedAt.Before(pausedUntil) {
+			t.Errorf("a call at %s went out before the pause ended at %s", c.ReceivedAt, pausedUntil)
+		}
+	}
+	e.checkInvariants()
+}
+
+func TestDeadlineFailsAWaitingTaskAndReleasesItsReservation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{probeEvery: time.Hour, maxSnooze: 20 * time.Millisecond})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Status: 429, Body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`})
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"abcdefgh"}],"max_tokens":100,"deadline_s":1}`)
+	r := e.post(key, "k", body, nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	task := e.waitFinished(key, r.task(t).ID)
+	if task.Status != tasks.StatusFailed || task.Error == nil || task.Error.Code != "model_quota_exhausted" {
+		t.Fatalf("task = %s %+v, want failed model_quota_exhausted at its deadline", task.Status, task.Error)
+	}
+	if n := e.fake.CallCount(); n != 1 {
+		t.Errorf("provider calls = %d, want 1", n)
 	}
 	e.checkInvariants()
 }

@@ -33,7 +33,11 @@ type Config struct {
 	DefaultMaxTokens int    // used when a request sets no max_tokens; default 1024
 	Prices           budget.Prices
 	RequestTimeout   time.Duration // one provider call; default 30s
-	MaxAttempts      int           // provider calls per task, ambiguous ones included; default 5
+	MaxAttempts      int           // counted provider calls per task (throttled and exhausted ones are not counted); default 4
+	AmbiguousRetries int           // repeats allowed after an ambiguous attempt; default 1, negative for none
+	ProbeEvery       time.Duration // probe interval of an open breaker; default 30s
+	MaxSnooze        time.Duration // longest a waiting job sleeps before looking again; default 30s
+	DefaultDeadline  time.Duration // a task's whole life unless the request sets deadline_s; default 1h
 	RetryBase        time.Duration // first transient backoff; default 1s
 	RetryMax         time.Duration // backoff and throttle pause cap; default 1m
 	MaxWorkers       int           // concurrent tasks per process; default 100
@@ -62,7 +66,19 @@ func (c *Config) defaults() error {
 		c.RequestTimeout = 30 * time.Second
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
+		c.MaxAttempts = 4
+	}
+	if c.AmbiguousRetries == 0 {
+		c.AmbiguousRetries = 1
+	}
+	if c.ProbeEvery <= 0 {
+		c.ProbeEvery = 30 * time.Second
+	}
+	if c.MaxSnooze <= 0 {
+		c.MaxSnooze = 30 * time.Second
+	}
+	if c.DefaultDeadline <= 0 {
+		c.DefaultDeadline = time.Hour
 	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = time.Second
@@ -185,14 +201,18 @@ func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Re
 		return Created{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
 	amount, estimated := s.estimate(model, req)
+	deadline := s.cfg.DefaultDeadline
+	if req.DeadlineS > 0 {
+		deadline = time.Duration(req.DeadlineS) * time.Second
+	}
 
 	var out Created
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
-			INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros)
-			VALUES ($1, $2, $3, $4, $5, $6)
+			INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at)
+			VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-			RETURNING `+taskColumns, owner, key, hash, reqJSON, model, amount)
+			RETURNING `+taskColumns, owner, key, hash, reqJSON, model, amount, deadline)
 		if err != nil {
 			return err
 		}
@@ -357,7 +377,7 @@ func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Pa
 }
 
 const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
-	created_at, updated_at, finished_at, result, error, request`
+	created_at, updated_at, finished_at, deadline_at, result, error, request`
 
 func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
 
@@ -365,7 +385,7 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var t Task
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
-		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.Result, &t.Error, &t.Request}
+		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}

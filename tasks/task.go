@@ -66,6 +66,7 @@ const (
 	MaxModelLength = 200
 	MaxMaxTokens   = 1_000_000
 	MaxKeyLength   = 255
+	MaxDeadlineS   = 7 * 24 * 3600
 )
 
 // Request is what a client asks for, as submitted. It is stored as is and
@@ -75,6 +76,9 @@ type Request struct {
 	Messages  []provider.Message `json:"messages"`
 	MaxTokens int                `json:"max_tokens,omitempty"`
 	Metadata  map[string]any     `json:"metadata,omitempty"`
+	// DeadlineS bounds the task's whole life, queueing and retries
+	// included; 0 takes the service default (1 h).
+	DeadlineS int `json:"deadline_s,omitempty"`
 }
 
 // Validate returns a *ValidationError listing every problem, or nil.
@@ -101,6 +105,9 @@ func (r Request) Validate() error {
 	}
 	if r.MaxTokens < 0 || r.MaxTokens > MaxMaxTokens {
 		fe = append(fe, FieldError{"max_tokens", fmt.Sprintf("must be between 1 and %d", MaxMaxTokens)})
+	}
+	if r.DeadlineS < 0 || r.DeadlineS > MaxDeadlineS {
+		fe = append(fe, FieldError{"deadline_s", fmt.Sprintf("must be between 1 and %d seconds", MaxDeadlineS)})
 	}
 	if fe != nil {
 		return &ValidationError{Fields: fe}
@@ -174,32 +181,54 @@ type Task struct {
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	FinishedAt     *time.Time     `json:"finished_at"`
+	DeadlineAt     time.Time      `json:"deadline_at"`
 	Result         *Result        `json:"result"`
 	Error          *Failure       `json:"error"`
 	Metadata       map[string]any `json:"metadata"`
 	Request        Request        `json:"-"`
 }
 
-// failureFor turns a classified provider error into a task failure. Codes
-// and messages are Tollgate's own, one per class.
-func failureFor(pe *provider.Error, exhaustedAttempts bool) Failure {
-	f := Failure{Class: string(pe.Class), Retryable: pe.Retryable()}
-	switch pe.Class {
-	case provider.ClassRejected:
-		f.Code, f.Message = "provider_rejected", "The model provider rejected the request; repeating it unchanged will fail again."
-	case provider.ClassExhausted:
-		f.Code, f.Message = "provider_exhausted", "The provider account's credit or quota is exhausted."
-	case provider.ClassThrottled:
-		f.Code, f.Message = "provider_throttled", "The provider kept rate-limiting the request until the attempt limit."
-	case provider.ClassAmbiguous:
-		f.Code, f.Message = "provider_ambiguous", "The provider may have processed the request but no answer arrived."
+// Public failure codes: one per reaction, stable, documented in
+// openapi.yaml. The message is ours, never the provider's.
+const (
+	CodeModelIncompatible           = "model_incompatible"
+	CodeIncompatibleModelResponse   = "incompatible_model_response"
+	CodeModelQuotaExhausted         = "model_quota_exhausted"
+	CodeModelRateLimited            = "model_rate_limited"
+	CodeModelTemporarilyUnavailable = "model_temporarily_unavailable"
+	CodePossiblyExecuted            = "possibly_executed"
+	CodeApplicationFailure          = "application_failure"
+)
+
+// outputCodes are provider codes that describe the model's answer rather
+// than the call: the output-validation layer.
+var outputCodes = map[string]bool{"malformed_response": true, "empty_output": true}
+
+// failureFor is the one mapping from a provider failure class to the task's
+// public failure. why says what ended the task ("" for the failure itself,
+// or e.g. "deadline", "attempts").
+func failureFor(class provider.Class, providerCode, why string) Failure {
+	var f Failure
+	switch {
+	case outputCodes[providerCode]:
+		f = Failure{CodeIncompatibleModelResponse, string(class), true, "The model's answer was empty or not valid output."}
+	case class == provider.ClassRejected:
+		f = Failure{CodeModelIncompatible, string(class), false, "The model provider rejected this request (for example: too long for the model's context, or an unsupported parameter); repeating it unchanged will fail again."}
+	case class == provider.ClassExhausted:
+		f = Failure{CodeModelQuotaExhausted, string(class), true, "The provider account's quota or credit is exhausted; the task waited for it to recover."}
+	case class == provider.ClassThrottled:
+		f = Failure{CodeModelRateLimited, string(class), true, "The provider kept rate-limiting this key."}
+	case class == provider.ClassAmbiguous:
+		f = Failure{CodePossiblyExecuted, string(class), false, "The provider may have run the request but no answer arrived; it was not repeated further to avoid paying twice."}
+	case class == provider.ClassTransient:
+		f = Failure{CodeModelTemporarilyUnavailable, string(class), true, "The model is temporarily unavailable."}
 	default:
-		f.Code, f.Message = "provider_unavailable", "The provider failed with a temporary error."
+		f = Failure{CodeApplicationFailure, "internal", true, "Tollgate failed to run the task."}
 	}
-	if pe.Code == "malformed_response" || pe.Code == "empty_output" {
-		f.Code, f.Message = "invalid_output", "The provider's answer was empty or malformed."
-	}
-	if exhaustedAttempts {
+	switch why {
+	case "deadline":
+		f.Message += " The task's deadline passed."
+	case "attempts":
 		f.Message += " The attempt limit was reached."
 	}
 	return f

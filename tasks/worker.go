@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/circuit"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
 )
@@ -49,12 +50,16 @@ func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
 }
 
 // Work runs one attempt of the task. See the package doc for the three
-// transactions; errors returned here make River retry the job later.
+// transactions; errors returned here make River retry the job later, and a
+// snooze (river.JobSnooze) makes it wait without using an attempt.
 func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 	s := w.svc
-	begun, err := s.beginAttempt(ctx, job)
-	if err != nil || begun == nil {
-		return err // nil: the task was already finished, or finished now
+	begun, wait, err := s.beginAttempt(ctx, job)
+	if err != nil {
+		return err
+	}
+	if begun == nil {
+		return wait // nothing to call now: finished (nil), or waiting (a snooze)
 	}
 
 	started := s.cfg.Now()
@@ -79,17 +84,47 @@ type begunAttempt struct {
 	task    Task
 	attempt int
 	startAt time.Time
+	probe   bool // this call is the open breaker's probe
 }
 
-// beginAttempt commits the journal entry for the next attempt before any
-// provider call. An entry still "sent" from an earlier run means that run
-// died or was canceled mid-call: the call may have reached the provider, so
-// it is recorded as ambiguous and counted against the attempt limit.
-func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (*begunAttempt, error) {
-	var out *begunAttempt
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+// journalCounts summarises a task's attempts. Throttled and exhausted
+// attempts do not count against the attempt limit: the request was not at
+// fault, the provider key was.
+type journalCounts struct {
+	counted   int
+	ambiguous int
+	lastClass provider.Class
+	lastCode  string
+}
+
+func countJournal(ctx context.Context, tx pgx.Tx, taskID string) (journalCounts, error) {
+	var c journalCounts
+	var class, code *string
+	err := tx.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE state <> 'sent' AND COALESCE(class, '') NOT IN ('throttled', 'exhausted')),
+		       count(*) FILTER (WHERE state = 'ambiguous'),
+		       (SELECT class FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1),
+		       (SELECT error_code FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1)
+		FROM task_attempts WHERE task_id = $1`, taskID).Scan(&c.counted, &c.ambiguous, &class, &code)
+	if class != nil {
+		c.lastClass = provider.Class(*class)
+	}
+	if code != nil {
+		c.lastCode = *code
+	}
+	return c, err
+}
+
+// beginAttempt decides, in one transaction, whether the task may call the
+// provider now, and if so commits the journal entry for the call first. An
+// entry still "sent" from an earlier run means that run died or was
+// canceled mid-call: the call may have reached the provider, so it becomes
+// an ambiguous attempt. It returns the begun attempt, or nil and what the
+// job should do instead (nil when the task is finished, or a snooze).
+func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (begun *begunAttempt, after, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, job.Args.TaskID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || (err == nil && t.Status.Final()) {
 			// Nothing to run; complete the job so it does not linger.
 			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
@@ -97,22 +132,46 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (*
 		if err != nil {
 			return err
 		}
-		if t.Status.Final() {
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		}
 		if err := s.markInterrupted(ctx, tx, t, job.Args.TraceID); err != nil {
 			return err
 		}
-		if t.Attempts >= s.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts {
-			f := Failure{Code: "attempts_exhausted", Class: string(provider.ClassAmbiguous), Retryable: true,
-				Message: "The task used all its attempts; an earlier call may have reached the provider."}
-			if err := s.finishFailed(ctx, tx, t, f); err != nil {
-				return err
-			}
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		jc, err := countJournal(ctx, tx, t.ID)
+		if err != nil {
 			return err
 		}
+		var left time.Duration
+		if err := tx.QueryRow(ctx, `SELECT GREATEST(deadline_at - now(), interval '0') FROM tasks WHERE id = $1`, t.ID).Scan(&left); err != nil {
+			return err
+		}
+		lastClass := jc.lastClass
+		if lastClass == "" {
+			lastClass = provider.ClassTransient
+		}
+		switch {
+		case left <= 0:
+			return s.endJob(ctx, tx, job, t, failureFor(lastClass, jc.lastCode, "deadline"), jc)
+		case jc.ambiguous > max(s.cfg.AmbiguousRetries, 0):
+			return s.endJob(ctx, tx, job, t, failureFor(provider.ClassAmbiguous, "", ""), jc)
+		case jc.counted >= s.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts:
+			return s.endJob(ctx, tx, job, t, failureFor(lastClass, jc.lastCode, "attempts"), jc)
+		}
+
+		gate, err := circuit.AdmitTx(ctx, tx, s.cfg.ProviderKey, s.cfg.ProbeEvery)
+		if err != nil {
+			return err
+		}
+		if !gate.Call {
+			// The key is paused or its breaker is open: the task stays
+			// queued, its error saying why it waits, and no attempt is used.
+			why := failureFor(provider.Class(gate.ReasonClass), gate.ReasonCode, "")
+			why.Message = "Waiting: " + why.Message
+			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', error = $2, updated_at = now() WHERE id = $1`, t.ID, why); err != nil {
+				return err
+			}
+			after = river.JobSnooze(s.snooze(gate.Wait, left))
+			return nil
+		}
+
 		n := t.Attempts + 1
 		var startAt time.Time
 		err = tx.QueryRow(ctx, `
@@ -126,13 +185,33 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (*
 			return err
 		}
 		t.Attempts = n
-		out = &begunAttempt{task: t, attempt: n, startAt: startAt}
+		begun = &begunAttempt{task: t, attempt: n, startAt: startAt, probe: gate.Probe}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tasks: begin attempt: %w", err)
+		return nil, nil, fmt.Errorf("tasks: begin attempt: %w", err)
 	}
-	return out, nil
+	return begun, after, nil
+}
+
+// snooze bounds a wait: never past the task's deadline (so the deadline is
+// enforced on time), never longer than MaxSnooze (so a job notices a closed
+// gate reasonably soon), never zero.
+func (s *Service) snooze(wait, left time.Duration) time.Duration {
+	return max(min(wait, left, s.cfg.MaxSnooze), 10*time.Millisecond)
+}
+
+// endJob fails the task and completes its job in the caller's transaction.
+func (s *Service) endJob(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs], t Task, f Failure, jc journalCounts) error {
+	if err := s.finishFailed(ctx, tx, t, f, jc.ambiguous); err != nil {
+		return err
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task finished",
+		slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("final_status", string(StatusFailed)),
+		slog.String("code", f.Code), slog.String("class", f.Class), slog.Int("attempt", t.Attempts),
+		slog.String("trace_id", job.Args.TraceID))
+	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	return err
 }
 
 // markInterrupted turns journal entries left "sent" by a dead or canceled
@@ -180,8 +259,16 @@ func (s *Service) record(t Task, attempt int, start time.Time, traceID string) r
 	}
 }
 
-// recordOutcome is the third transaction: journal, replay record and, for a
-// final outcome, the task's end, its settlement and the job's completion.
+// recordOutcome is the third transaction: journal, replay record, the
+// provider key's gate, and, for a final outcome, the task's end, its
+// settlement and the job's completion. The reaction depends on the class:
+//
+//	success    settle; close the key's gate if it was paused or open
+//	throttled  pause the whole key until Retry-After; no attempt used
+//	exhausted  open the key's breaker; the task waits queued; no attempt used
+//	rejected   fail now: the identical payload is never repeated
+//	transient  retry with bounded backoff up to MaxAttempts
+//	ambiguous  retry only as often as AmbiguousRetries allows
 func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b *begunAttempt,
 	resp *provider.Response, callErr error, latency time.Duration) error {
 	var pe *provider.Error
@@ -191,10 +278,10 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 	latencyMS := int(latency / time.Millisecond)
 	log := s.cfg.Logger.With(slog.String("task_id", b.task.ID), slog.String("owner_id", b.task.OwnerID),
 		slog.String("model", b.task.Model), slog.String("provider", s.cfg.ProviderName),
-		slog.Int("attempt", b.attempt), slog.Int("upstream_latency_ms", latencyMS),
-		slog.String("trace_id", job.Args.TraceID))
+		slog.String("provider_key", s.cfg.ProviderKey), slog.Int("attempt", b.attempt),
+		slog.Int("upstream_latency_ms", latencyMS), slog.Bool("probe", b.probe), slog.String("trace_id", job.Args.TraceID))
 
-	var retry error
+	var after error
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, b.task.ID)
 		if err != nil {
@@ -223,49 +310,95 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		if err := replay.InsertTx(ctx, tx, rec); err != nil {
 			return err
 		}
-		if t.Status.Final() {
-			// Another run finished the task meanwhile (a rescued duplicate);
-			// this attempt is history only.
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		jc, err := countJournal(ctx, tx, t.ID)
+		if err != nil {
 			return err
 		}
 
 		if pe == nil {
-			if err := s.finishSucceeded(ctx, tx, t, resp); err != nil {
+			wasClosed, err := circuit.CloseTx(ctx, tx, s.cfg.ProviderKey)
+			if err != nil {
+				return err
+			}
+			if !wasClosed {
+				log.Warn("provider key gate closed: calls flow again")
+			}
+			if t.Status.Final() {
+				// Another run finished the task meanwhile (a rescued
+				// duplicate); this attempt is history only.
+				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				return err
+			}
+			if err := s.finishSucceeded(ctx, tx, t, resp, jc.ambiguous); err != nil {
 				return err
 			}
 			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		if t.Status.Final() {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
 		}
 
-		logAttrs := []any{slog.String("class", string(pe.Class)), slog.Int("provider_status", pe.Status), slog.String("provider_code", pe.Code)}
-		if pe.Retryable() && t.Attempts < s.cfg.MaxAttempts {
-			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', updated_at = now() WHERE id = $1`, t.ID); err != nil {
-				return err
-			}
-			retry = pe
-			if pe.Class == provider.ClassThrottled {
-				pause := pe.RetryAfter
-				if pause <= 0 {
-					pause = s.cfg.RetryBase
-				}
-				retry = river.JobSnooze(min(pause, s.cfg.RetryMax))
-			}
-			log.Info("attempt failed; will retry", logAttrs...)
-			return nil
-		}
-		if err := s.finishFailed(ctx, tx, t, failureFor(pe, pe.Retryable())); err != nil {
+		log = log.With(slog.String("class", string(pe.Class)), slog.Int("provider_status", pe.Status), slog.String("provider_code", pe.Code))
+		var left time.Duration
+		if err := tx.QueryRow(ctx, `SELECT GREATEST(deadline_at - now(), interval '0') FROM tasks WHERE id = $1`, t.ID).Scan(&left); err != nil {
 			return err
 		}
-		log.Info("task finished", append(logAttrs, slog.String("final_status", string(StatusFailed)))...)
+		requeue := func(waitReason *Failure) error {
+			_, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', error = $2, updated_at = now() WHERE id = $1`, t.ID, waitReason)
+			return err
+		}
+		switch {
+		case pe.Class == provider.ClassThrottled:
+			pause := pe.RetryAfter
+			if pause <= 0 {
+				pause = s.cfg.RetryBase
+			}
+			wait, err := circuit.PauseTx(ctx, tx, s.cfg.ProviderKey, min(pause, s.cfg.RetryMax), string(pe.Class), pe.Code)
+			if err != nil {
+				return err
+			}
+			f := failureFor(pe.Class, pe.Code, "")
+			f.Message = "Waiting: " + f.Message
+			log.Info("provider key throttled: pausing the key", slog.Int64("pause_ms", wait.Milliseconds()))
+			after = river.JobSnooze(s.snooze(wait, left))
+			return requeue(&f)
+		case pe.Class == provider.ClassExhausted:
+			opened, err := circuit.OpenTx(ctx, tx, s.cfg.ProviderKey, s.cfg.ProbeEvery, string(pe.Class), pe.Code)
+			if err != nil {
+				return err
+			}
+			if opened {
+				log.Error("ALERT provider key exhausted: circuit breaker opened; tasks stay queued until a probe succeeds")
+			}
+			f := failureFor(pe.Class, pe.Code, "")
+			f.Message = "Waiting: " + f.Message
+			after = river.JobSnooze(s.snooze(s.cfg.ProbeEvery, left))
+			return requeue(&f)
+		case pe.Class == provider.ClassAmbiguous && jc.ambiguous <= max(s.cfg.AmbiguousRetries, 0) && jc.counted < s.cfg.MaxAttempts,
+			pe.Class == provider.ClassTransient && jc.counted < s.cfg.MaxAttempts:
+			after = pe
+			log.Info("attempt failed; will retry")
+			return requeue(nil)
+		}
+		why := ""
+		if pe.Class == provider.ClassTransient {
+			why = "attempts"
+		}
+		f := failureFor(pe.Class, pe.Code, why)
+		if err := s.finishFailed(ctx, tx, t, f, jc.ambiguous); err != nil {
+			return err
+		}
+		log.Info("task finished", slog.String("final_status", string(StatusFailed)), slog.String("code", f.Code))
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("tasks: record outcome: %w", err)
 	}
-	return retry
+	return after
 }
 
 func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state string, pe *provider.Error) error {
@@ -283,8 +416,11 @@ func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state s
 
 // finishSucceeded settles the reservation at the actual cost: the
 // provider's reported usage, or an estimate labelled as such when it
-// reported none.
-func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *provider.Response) error {
+// reported none. Each earlier ambiguous attempt may have been charged by the
+// provider too; the documented rule is to add its worst case (the task's
+// reservation) and label the whole settlement possibly_charged, so finance
+// sees an upper bound rather than a silent undercount.
+func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *provider.Response, ambiguous int) error {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
@@ -294,6 +430,10 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *
 	}
 	price, _ := s.cfg.Prices.Lookup(t.Model)
 	cost := price.Cost(u.InputTokens, u.OutputTokens)
+	if ambiguous > 0 {
+		u.Source = budget.SourcePossiblyCharged
+		cost += int64(ambiguous) * t.ReservedMicros
+	}
 	if _, err := budget.SettleTx(ctx, tx, budget.Settlement{
 		TaskID: t.ID, Model: t.Model, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
@@ -308,10 +448,20 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *
 	return finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
 }
 
-// finishFailed releases the whole reservation and records why the task
-// failed.
-func (s *Service) finishFailed(ctx context.Context, tx pgx.Tx, t Task, f Failure) error {
-	if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
+// finishFailed ends a failed task. With no ambiguous attempt nothing was
+// spent and the whole reservation is released. After ambiguous attempts the
+// provider may have charged us: the rule is to settle the reservation (the
+// worst case of one call) as possibly_charged.
+func (s *Service) finishFailed(ctx context.Context, tx pgx.Tx, t Task, f Failure, ambiguous int) error {
+	if ambiguous > 0 {
+		_, err := budget.SettleTx(ctx, tx, budget.Settlement{
+			TaskID: t.ID, Model: t.Model, InputTokens: estimateInput(t.Request.Messages),
+			OutputTokens: int64(s.maxTokens(t.Request)), Source: budget.SourcePossiblyCharged, CostMicros: t.ReservedMicros,
+		})
+		if err != nil && !errors.Is(err, budget.ErrNotFound) {
+			return err
+		}
+	} else if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
 		return err
 	}
 	return finish(ctx, tx, t.ID, StatusFailed, nil, &f)

@@ -195,7 +195,7 @@ func TestTransport(t *testing.T) {
 			method: http.MethodGet, path: "/v1/tasks/" + taskID,
 			reply: reply{status: 200, contentType: "application/json",
 				body: strings.Replace(queuedTask, `"error": null`,
-					`"error": {"code": "provider_rejected", "class": "rejected", "retryable": false, "message": "prompt refused"}`, 1)},
+					`"error": {"code": "model_incompatible", "class": "rejected", "retryable": false, "message": "prompt refused"}`, 1)},
 		},
 		{
 			name:   "result present but incomplete",

@@ -1,0 +1,197 @@
+// Package circuit owns the gate in front of each provider key: a throttle
+// pause when the provider asks us to slow down, and a circuit breaker when
+// the account behind the key is exhausted (quota, credit, billing, revoked
+// key).
+//
+// The gate lives in PostgreSQL, not in process memory, so every worker of
+// every instance sharing the database obeys the same pause and the same
+// breaker. All times are the database's clock, so instances with skewed
+// clocks still agree. An open breaker lets one probe call through per probe
+// interval; the probe's success closes it and the queue drains as if nothing
+// had happened.
+package circuit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Mode is the gate's state.
+type Mode string
+
+// The modes.
+const (
+	Closed Mode = "closed" // calls flow
+	Paused Mode = "paused" // throttled until a time
+	Open   Mode = "open"   // exhausted; one probe per interval
+)
+
+// Decision is what a worker may do now.
+type Decision struct {
+	// Call: go ahead. Probe is set when this call is the breaker's probe.
+	Call  bool
+	Probe bool
+	// Otherwise wait Wait (measured on the database clock) and ask again.
+	Wait time.Duration
+	Mode Mode
+	// Why the key is not closed: the provider failure class and code.
+	ReasonClass, ReasonCode string
+}
+
+// AdmitTx decides whether a call on key may go out now. For an open
+// breaker whose probe time has come, exactly one caller across the fleet
+// wins the probe (a conditional UPDATE) and the next probe is scheduled
+// probeEvery later; everyone else waits.
+func AdmitTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duration) (Decision, error) {
+	var d Decision
+	var mode string
+	var class, code *string
+	var wait time.Duration
+	err := tx.QueryRow(ctx, `
+		SELECT state, reason_class, reason_code,
+		       GREATEST(CASE state WHEN 'paused' THEN paused_until WHEN 'open' THEN next_probe_at END - now(), interval '0')
+		FROM provider_keys WHERE key = $1`, key).Scan(&mode, &class, &code, &wait)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Decision{Call: true, Mode: Closed}, nil
+	}
+	if err != nil {
+		return Decision{}, fmt.Errorf("circuit: admit: %w", err)
+	}
+	d.Mode = Mode(mode)
+	if class != nil {
+		d.ReasonClass = *class
+	}
+	if code != nil {
+		d.ReasonCode = *code
+	}
+	switch {
+	case d.Mode == Closed:
+		d.Call = true
+	case d.Mode == Paused && wait <= 0:
+		d.Call = true // the pause is over; the next success closes it
+	case d.Mode == Open && wait <= 0:
+		tag, err := tx.Exec(ctx, `
+			UPDATE provider_keys SET next_probe_at = now() + $2::interval, updated_at = now()
+			WHERE key = $1 AND state = 'open' AND next_probe_at <= now()`, key, probeEvery)
+		if err != nil {
+			return Decision{}, fmt.Errorf("circuit: claim probe: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			d.Call, d.Probe = true, true
+		} else {
+			d.Wait = probeEvery
+		}
+	default:
+		d.Wait = wait
+	}
+	return d, nil
+}
+
+// PauseTx pauses the key for d (a throttle). It never shortens an existing
+// pause and never downgrades an open breaker. It returns the pause's end as
+// a duration from now on the database clock.
+func PauseTx(ctx context.Context, tx pgx.Tx, key string, d time.Duration, class, code string) (time.Duration, error) {
+	var left time.Duration
+	err := tx.QueryRow(ctx, `
+		INSERT INTO provider_keys AS k (key, state, paused_until, reason_class, reason_code)
+		VALUES ($1, 'paused', now() + $2::interval, $3, $4)
+		ON CONFLICT (key) DO UPDATE SET
+			state = CASE WHEN k.state = 'open' THEN 'open' ELSE 'paused' END,
+			paused_until = GREATEST(COALESCE(k.paused_until, now()), EXCLUDED.paused_until),
+			reason_class = CASE WHEN k.state = 'open' THEN k.reason_class ELSE EXCLUDED.reason_class END,
+			reason_code = CASE WHEN k.state = 'open' THEN k.reason_code ELSE EXCLUDED.reason_code END,
+			updated_at = now()
+		RETURNING GREATEST(CASE k.state WHEN 'open' THEN k.next_probe_at ELSE k.paused_until END - now(), interval '0')`,
+		key, d, class, code).Scan(&left)
+	if err != nil {
+		return 0, fmt.Errorf("circuit: pause: %w", err)
+	}
+	return left, nil
+}
+
+// OpenTx opens the breaker for key: no calls until the next probe, probeEvery
+// from now. Opening an open breaker keeps its schedule. It reports whether
+// this call opened it (for alerting once, not per task).
+func OpenTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duration, class, code string) (opened bool, err error) {
+	var wasOpen bool
+	err = tx.QueryRow(ctx, `
+		WITH prev AS (SELECT state FROM provider_keys WHERE key = $1 FOR UPDATE)
+		INSERT INTO provider_keys AS k (key, state, next_probe_at, reason_class, reason_code, opened_at)
+		VALUES ($1, 'open', now() + $2::interval, $3, $4, now())
+		ON CONFLICT (key) DO UPDATE SET
+			state = 'open',
+			next_probe_at = CASE WHEN k.state = 'open' THEN k.next_probe_at ELSE EXCLUDED.next_probe_at END,
+			opened_at = CASE WHEN k.state = 'open' THEN k.opened_at ELSE now() END,
+			reason_class = EXCLUDED.reason_class, reason_code = EXCLUDED.reason_code,
+			paused_until = NULL, updated_at = now()
+		RETURNING COALESCE((SELECT state = 'open' FROM prev), false)`, key, probeEvery, class, code).Scan(&wasOpen)
+	if err != nil {
+		return false, fmt.Errorf("circuit: open: %w", err)
+	}
+	return !wasOpen, nil
+}
+
+// CloseTx closes the gate after a successful call. It reports whether the
+// gate was open or paused before.
+func CloseTx(ctx context.Context, tx pgx.Tx, key string) (wasClosed bool, err error) {
+	tag, err := tx.Exec(ctx, `
+		UPDATE provider_keys SET state = 'closed', paused_until = NULL, next_probe_at = NULL,
+		       reason_class = NULL, reason_code = NULL, opened_at = NULL, updated_at = now()
+		WHERE key = $1 AND state <> 'closed'`, key)
+	if err != nil {
+		return false, fmt.Errorf("circuit: close: %w", err)
+	}
+	return tag.RowsAffected() == 0, nil
+}
+
+// State is a key's gate as operators see it.
+type State struct {
+	Key         string     `json:"key"`
+	Mode        Mode       `json:"state"`
+	PausedUntil *time.Time `json:"paused_until"`
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	ReasonClass *string    `json:"reason_class"`
+	ReasonCode  *string    `json:"reason_code"`
+	OpenedAt    *time.Time `json:"opened_at"`
+}
+
+// Store reads and steers gates outside a worker's transaction.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Get returns the key's gate; a key never seen is closed.
+func (s *Store) Get(ctx context.Context, key string) (State, error) {
+	st := State{Key: key, Mode: Closed}
+	var mode string
+	err := s.pool.QueryRow(ctx, `
+		SELECT state, paused_until, next_probe_at, reason_class, reason_code, opened_at
+		FROM provider_keys WHERE key = $1`, key).
+		Scan(&mode, &st.PausedUntil, &st.NextProbeAt, &st.ReasonClass, &st.ReasonCode, &st.OpenedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("circuit: get: %w", err)
+	}
+	st.Mode = Mode(mode)
+	return st, nil
+}
+
+// ProbeNow brings an open breaker's next probe forward to now, for an
+// operator who knows the account was topped up.
+func (s *Store) ProbeNow(ctx context.Context, key string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE provider_keys SET next_probe_at = now(), updated_at = now() WHERE key = $1 AND state = 'open'`, key)
+	if err != nil {
+		return fmt.Errorf("circuit: probe now: %w", err)
+	}
+	return nil
+}
