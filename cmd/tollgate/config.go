@@ -48,7 +48,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		PricesSpec:   orDefault(getenv("TOLLGATE_PRICES"), defaultPrices),
 	}
 	var err error
-	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 3_600_000)
+	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000)
 	if err != nil {
 		return c, err
 	}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tollgate/tollgate/internal/testdb"
+	"github.com/tollgate/tollgate/migrations"
+)
+
+// envFunc returns a getenv that reads only env, so that tests never see
+// the developer's DATABASE_URL or MODEL_BASE_URL.
+func envFunc(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// syncBuffer is a bytes.Buffer that the server's logger may write to while
+// the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freeAddr returns a loopback address that was free a moment ago. serve
+// takes its address from TOLLGATE_ADDR and does not report the port it got,
+// so the test picks one.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return addr
+}
+
+// TestServeEndToEnd runs the program as an operator would: create a key and
+// a budget with the admin commands, start serve with the in-process fake
+// provider, run one task through the HTTP API, and shut down on cancel.
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL":  testdb.New(t),
+		"TOLLGATE_ADDR": addr,
+	}
+	getenv := envFunc(env)
+	ctx := context.Background()
+
+	var out, errb bytes.Buffer
+	if err := run(ctx, []string{"keys", "create", "--owner", "acme", "--role", "client"}, getenv, &out, &errb); err != nil {
+		t.Fatalf("keys create: %v\nstderr: %s", err, errb.String())
+	}
+	key, ok := strings.CutSuffix(out.String(), "\n")
+	if !ok || strings.ContainsAny(key, "\n \t") || !strings.HasPrefix(key, "tg_") {
+		t.Fatalf("keys create stdout = %q; want one line holding only a tg_ key", out.String())
+	}
+
+	out.Reset()
+	if err := run(ctx, []string{"budget", "set", "--owner", "acme", "--total-micros", "1000000"}, getenv, &out, &errb); err != nil {
+		t.Fatalf("budget set: %v\nstderr: %s", err, errb.String())
+	}
+	if want := "owner=acme total_micros=1000000 reserved_micros=0 spent_micros=0 available_micros=1000000\n"; out.String() != want {
+		t.Errorf("budget set stdout mismatch (-want +got):\n%s", cmp.Diff(want, out.String()))
+	}
+
+	serveCtx, stop := context.WithCancel(ctx)
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(serveCtx, []string{"serve"}, getenv, io.Discard, logs) }()
+	stopped := false
+	// Stop the server before testdb drops its database, also when the test
+	// fails half-way.
+	t.Cleanup(func() {
+		if stopped {
+			return
+		}
+		stop()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Errorf("serve did not return within a minute of cancel")
+		}
+	})
+
+	base := "http://" + addr
+	client := &http.Client{Timeout: 30 * time.Second}
+	waitHealthy(t, client, base, done, logs)
+
+	body := `{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":32}`
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/tasks", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "e2e-1")
+	req.Header.Set("Prefer", "wait=10")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/tasks: %v", err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("read POST /v1/tasks response: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/tasks status = %d; want 200\nbody: %s\nlogs:\n%s", resp.StatusCode, raw, logs)
+	}
+	var task struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Result *struct {
+			Output string `json:"output"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &task); err != nil {
+		t.Fatalf("decode task: %v\nbody: %s", err, raw)
+	}
+	if task.Status != "succeeded" || task.Result == nil || !strings.HasPrefix(task.Result.Output, "fake completion ") {
+		t.Errorf("task = %s; want status succeeded with a fake completion", raw)
+	}
+	if got := resp.Header.Get("Location"); got != "/v1/tasks/"+task.ID {
+		t.Errorf("Location = %q; want %q", got, "/v1/tasks/"+task.ID)
+	}
+	if got := resp.Header.Get("Idempotent-Replayed"); got != "false" {
+		t.Errorf("Idempotent-Replayed = %q; want false", got)
+	}
+
+	resp, err = client.Get(base + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /readyz status = %d; want 200\nbody: %s", resp.StatusCode, raw)
+	}
+
+	stopped = true
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v after cancel; want nil (graceful shutdown)\nlogs:\n%s", err, logs)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("serve did not return within a minute of cancel\nlogs:\n%s", logs)
+	}
+}
+
+// waitHealthy polls /healthz until it answers 200, failing if serve exits
+// first or if it takes longer than a generous bound.
+func waitHealthy(t *testing.T, client *http.Client, base string, done <-chan error, logs fmt.Stringer) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		resp, err := client.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited before it was healthy: %v\nlogs:\n%s", err, logs)
+		case <-deadline:
+			t.Fatalf("GET /healthz did not answer 200 within 30s (last error: %v)\nlogs:\n%s", err, logs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestRunCommands(t *testing.T) {
+	t.Parallel()
+	getenv := envFunc(map[string]string{"DATABASE_URL": testdb.New(t)})
+	latest := migrations.Latest()
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantStdout string // compared exactly
+		wantErr    string // substring of the error; "" means success
+	}{
+		{name: "no command", args: nil, wantErr: "no command given"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantErr: `unknown command "frobnicate"`},
+		{name: "help", args: []string{"help"}, wantStdout: usage},
+		{
+			name:       "migrate version",
+			args:       []string{"migrate", "version"},
+			wantStdout: fmt.Sprintf("version %d (latest %d)\n", latest, latest),
+		},
+		{name: "migrate without subcommand", args: []string{"migrate"}, wantErr: "usage: tollgate migrate"},
+		{name: "migrate unknown subcommand", args: []string{"migrate", "sideways"}, wantErr: `unknown migrate command "sideways"`},
+		{name: "keys without subcommand", args: []string{"keys"}, wantErr: "usage: tollgate keys create"},
+		{name: "keys create bad role", args: []string{"keys", "create", "--owner", "acme", "--role", "root"}, wantErr: `role "root"`},
+		{name: "keys create bad owner", args: []string{"keys", "create", "--owner", "no spaces", "--role", "client"}, wantErr: "--owner"},
+		{name: "budget set without total", args: []string{"budget", "set", "--owner", "acme"}, wantErr: "--total-micros is required"},
+		{name: "budget set negative total", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "-5"}, wantErr: "--total-micros is required"},
+		{name: "budget without subcommand", args: []string{"budget"}, wantErr: "usage: tollgate budget set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, getenv, &stdout, &stderr)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("run(%q) = %v; want nil\nstderr: %s", tt.args, err, stderr.String())
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("run(%q) = %v; want an error containing %q", tt.args, err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantStdout, stdout.String()); diff != "" {
+				t.Errorf("run(%q) stdout mismatch (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}

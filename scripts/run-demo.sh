@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# run-demo.sh is `make run`: with PostgreSQL up and the binary built, it
+# gives the demo owner a new client key and a budget, prints a curl command
+# that uses the key, and replaces itself with `tollgate serve`.
+#
+# Safe to repeat: each run adds one key (older ones keep working) and sets,
+# rather than adds to, the owner's budget total. The tollgate subcommands
+# create and migrate the database on first use.
+#
+# usage: scripts/run-demo.sh BINARY
+# env:   DEMO_OWNER (default demo), DEMO_BUDGET_MICROS (default 5000000),
+#        and everything `tollgate serve` reads (DATABASE_URL, TOLLGATE_ADDR, ...)
+set -euo pipefail
+
+bin=${1:?usage: scripts/run-demo.sh BINARY}
+owner=${DEMO_OWNER:-demo}
+micros=${DEMO_BUDGET_MICROS:-5000000}
+addr=${TOLLGATE_ADDR:-127.0.0.1:8080}
+
+key=$("$bin" keys create --owner "$owner" --role client)
+"$bin" budget set --owner "$owner" --total-micros "$micros" >/dev/null
+
+cat <<EOF
+
+Owner "$owner" has a budget of $micros micros ($((micros / 1000000)) units) and a new client key:
+
+    $key
+
+Once the server below is listening, run a task from another terminal:
+
+curl -sS -i http://$addr/v1/tasks \\
+  -H 'Authorization: Bearer $key' \\
+  -H 'Content-Type: application/json' \\
+  -H "Idempotency-Key: demo-\$(date +%s)" \\
+  -H 'Prefer: wait=5' \\
+  -d '{"messages":[{"role":"user","content":"Say hello"}]}'
+
+Starting tollgate serve on $addr; Ctrl-C stops it.
+
+EOF
+exec "$bin" serve
