@@ -34,18 +34,15 @@ func TestPriceCostRoundsUpToTheMicro(t *testing.T) {
 
 func TestParsePrices(t *testing.T) {
 	t.Parallel()
-	p, err := budget.ParsePrices(" a=1:2, b=3:4 ,", budget.DefaultPrice)
+	p, err := budget.ParsePrices(" a=1:2, b=3:4 ,")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := p.Lookup("b"); !ok || got != (budget.Price{InputPerMTok: 3, OutputPerMTok: 4}) {
-		t.Errorf("Lookup(b) = %+v, %v", got, ok)
-	}
-	if got, ok := p.Lookup("unknown"); ok || got != budget.DefaultPrice {
-		t.Errorf("Lookup(unknown) = %+v, %v; want the default, false", got, ok)
+	if got := p["b"]; len(p) != 2 || got != (budget.Price{InputPerMTok: 3, OutputPerMTok: 4}) {
+		t.Errorf("ParsePrices = %+v", p)
 	}
 	for _, bad := range []string{"a", "a=1", "a=x:1", "a=-1:2", "=1:2", "a=1.5:2"} {
-		if _, err := budget.ParsePrices(bad, budget.DefaultPrice); err == nil {
+		if _, err := budget.ParsePrices(bad); err == nil {
 			t.Errorf("ParsePrices(%q) = nil error, want one", bad)
 		}
 	}

@@ -12,32 +12,15 @@ type Price struct {
 	OutputPerMTok int64
 }
 
-// Prices maps model names to prices, with a default for models not listed.
-// The default keeps a reservation from ever being skipped because a price is
-// unknown; estimates made with it are labelled estimated.
-type Prices struct {
-	byModel map[string]Price
-	deflt   Price
-}
-
 // DefaultPrice is charged for models with no configured price: deliberately
 // high (10 units per million input and 30 per million output tokens), so an
 // unpriced model over-reserves rather than overspends.
 var DefaultPrice = Price{InputPerMTok: 10_000_000, OutputPerMTok: 30_000_000}
 
-// NewPrices returns a price table.
-func NewPrices(byModel map[string]Price, deflt Price) Prices {
-	m := make(map[string]Price, len(byModel))
-	for k, v := range byModel {
-		m[k] = v
-	}
-	return Prices{byModel: m, deflt: deflt}
-}
-
 // ParsePrices reads "model=in:out,model2=in:out" (micros per 1M tokens), the
 // form of the TOLLGATE_PRICES variable. It returns an error naming the bad
 // entry.
-func ParsePrices(s string, deflt Price) (Prices, error) {
+func ParsePrices(s string) (map[string]Price, error) {
 	m := map[string]Price{}
 	for _, entry := range strings.Split(s, ",") {
 		entry = strings.TrimSpace(entry)
@@ -47,24 +30,16 @@ func ParsePrices(s string, deflt Price) (Prices, error) {
 		model, rest, ok := strings.Cut(entry, "=")
 		in, out, ok2 := strings.Cut(rest, ":")
 		if !ok || !ok2 || strings.TrimSpace(model) == "" {
-			return Prices{}, fmt.Errorf("budget: price %q: want model=input_micros:output_micros", entry)
+			return nil, fmt.Errorf("budget: price %q: want model=input_micros:output_micros", entry)
 		}
 		pi, err1 := strconv.ParseInt(strings.TrimSpace(in), 10, 64)
 		po, err2 := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
 		if err1 != nil || err2 != nil || pi < 0 || po < 0 {
-			return Prices{}, fmt.Errorf("budget: price %q: amounts must be non-negative integers (micros per 1M tokens)", entry)
+			return nil, fmt.Errorf("budget: price %q: amounts must be non-negative integers (micros per 1M tokens)", entry)
 		}
 		m[strings.TrimSpace(model)] = Price{InputPerMTok: pi, OutputPerMTok: po}
 	}
-	return NewPrices(m, deflt), nil
-}
-
-// Lookup returns the model's price and whether it was configured.
-func (p Prices) Lookup(model string) (Price, bool) {
-	if pr, ok := p.byModel[model]; ok {
-		return pr, true
-	}
-	return p.deflt, false
+	return m, nil
 }
 
 // Cost returns the cost of the given token counts, rounded up to the next

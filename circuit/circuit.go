@@ -195,3 +195,17 @@ func (s *Store) ProbeNow(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// ModeTx returns the key's mode without deciding anything: for choosing a
+// fallback whose key is not open.
+func ModeTx(ctx context.Context, tx pgx.Tx, key string) (Mode, error) {
+	var mode string
+	err := tx.QueryRow(ctx, `SELECT state FROM provider_keys WHERE key = $1`, key).Scan(&mode)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Closed, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("circuit: mode: %w", err)
+	}
+	return Mode(mode), nil
+}

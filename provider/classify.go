@@ -13,37 +13,41 @@ import (
 // maxRawMessage bounds the provider text kept on an Error.
 const maxRawMessage = 4 << 10
 
-// ClassifyOpenAI classifies a non-2xx response from an OpenAI-compatible
-// server. It always returns a non-nil *Error; a body it cannot parse is read
-// as plain text and the status decides.
-//
-// It reads the error's code and type fields first, then robust hints in the
-// message (billing failures hide behind 400 and 429, types mislead), then the
-// status: unknown 4xx are rejected, unknown 5xx transient. A Retry-After date
-// is measured against the response's Date header, else the local clock.
-func ClassifyOpenAI(status int, header http.Header, body []byte) *Error {
-	return classifyOpenAI(status, header, body, time.Now)
-}
+// dialect knows the codes of one wire format that name a failure exactly,
+// and reports false for any other. It runs before any hint in the message.
+type dialect func(f errorFields) (Class, string, bool)
 
-func classifyOpenAI(status int, header http.Header, body []byte, now func() time.Time) *Error {
+// classify is the classifier the wire formats share. It always returns a
+// non-nil *Error; a body it cannot parse is read as plain text and the status
+// decides.
+//
+// It reads the error's code and type fields first (the dialect's exact codes,
+// then the shared ones), then robust hints in the message (billing failures
+// hide behind 400 and 429, types mislead), then the status: unknown 4xx are
+// rejected, unknown 5xx transient, and the Error says it was unclassified.
+// An empty account is checked before a rate limit, and 401/403 mean the
+// account is unusable (exhausted) unless the refusal names a model. A
+// Retry-After date is measured against the response's Date header, else now.
+func classify(status int, header http.Header, body []byte, now func() time.Time, exact dialect) *Error {
 	f := decodeErrorBody(body)
 	wait := retryAfter(header, f.msg, now)
-	class, code := decide(status, f, wait)
-	e := &Error{Class: class, Status: status, Code: code, RetryAfter: wait}
+	class, code, known := decide(status, f, wait, exact)
+	e := &Error{Class: class, Status: status, Code: code, RetryAfter: wait, unclassified: !known}
 	e.setRaw(f.msg)
 	return e
 }
 
-// errorFields is what an error body says, whatever its shape: code and typ are
-// lower-cased, msg is the provider's text as sent.
+// errorFields is what an error body says, whatever its shape: code, typ and
+// detail are lower-cased, msg is the provider's text as sent.
 type errorFields struct {
 	code, typ, msg string
+	detail         string // error.details.error_code (Anthropic spend limits)
 }
 
 // decodeErrorBody understands {"error": {...}} (OpenAI, Anthropic),
 // {"error": "text"}, top-level {"message","type","code"} (vLLM and some
-// proxies), {"errors": [{...}]} and a one-element array around any of these.
-// Anything else is plain text.
+// proxies), {"errors": [{...}]} (Cloudflare) and a one-element array around
+// any of these. Anything else is plain text.
 func decodeErrorBody(body []byte) errorFields {
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
@@ -86,16 +90,26 @@ func fieldsOf(obj json.RawMessage) errorFields {
 		Code    json.RawMessage `json:"code"`
 		Type    json.RawMessage `json:"type"`
 		Message json.RawMessage `json:"message"`
+		Details json.RawMessage `json:"details"`
 	}
 	if json.Unmarshal(obj, &w) != nil {
 		return errorFields{}
 	}
+	var details struct {
+		ErrorCode json.RawMessage `json:"error_code"`
+	}
+	if isJSONObject(w.Details) {
+		_ = json.Unmarshal(w.Details, &details) // a detail of another shape says nothing
+	}
 	return errorFields{
-		code: strings.ToLower(strings.TrimSpace(scalar(w.Code))),
-		typ:  strings.ToLower(strings.TrimSpace(scalar(w.Type))),
-		msg:  clip(scalar(w.Message)),
+		code:   lowerToken(scalar(w.Code)),
+		typ:    lowerToken(scalar(w.Type)),
+		msg:    clip(scalar(w.Message)),
+		detail: lowerToken(scalar(details.ErrorCode)),
 	}
 }
+
+func lowerToken(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 // scalar returns a JSON string's value or a number's text, else "".
 func scalar(raw json.RawMessage) string {
@@ -123,62 +137,88 @@ func clip(s string) string {
 	return strings.ToValidUTF8(s, string(utf8.RuneError))
 }
 
-// decide returns the class and code of a failed response. The order matters:
-// see ClassifyOpenAI.
-func decide(status int, f errorFields, wait time.Duration) (Class, string) {
+// decide returns the class and code of a failed response, and whether
+// anything in the body or headers (rather than the status alone) decided
+// them. The order matters: see classify.
+func decide(status int, f errorFields, wait time.Duration, exact dialect) (Class, string, bool) {
 	msg := strings.ToLower(f.msg)
 
 	// OpenAI answers a single request larger than the whole per-minute token
 	// budget with 429 rate_limit_exceeded, but waiting will never help.
 	if status < 500 && strings.Contains(msg, "request too large") {
-		return ClassRejected, CodeRequestTooLarge
+		return ClassRejected, CodeRequestTooLarge, true
 	}
-	for _, k := range []string{f.code, f.typ} {
-		if class, code, ok := preciseCode(k); ok {
-			return class, code
+	class, code, ok := exact(f)
+	if !ok {
+		class, code, ok = sharedCode(f)
+	}
+	if ok {
+		// Exhausted is checked before a rate limit: Anthropic reports a
+		// spend limit as rate_limit_error, and waiting will not refill it.
+		if class == ClassThrottled && status < 500 && containsAny(msg, creditHints) {
+			return ClassExhausted, CodeInsufficientQuota, true
 		}
+		return class, code, true
 	}
 
 	// 5xx means the server failed; only an explicit code says otherwise.
 	if status < 500 {
 		switch {
 		case containsAny(msg, creditHints):
-			return ClassExhausted, CodeInsufficientQuota
+			return ClassExhausted, CodeInsufficientQuota, true
 		case containsAny(msg, rateLimitHints):
-			return ClassThrottled, CodeRateLimited
+			return ClassThrottled, CodeRateLimited, true
 		case status == http.StatusTooManyRequests && wait > 0:
 			// A quota that comes back after a wait is a rate limit (Gemini
 			// says "exceeded your current quota ... retry in 38s").
-			return ClassThrottled, CodeRateLimited
+			return ClassThrottled, CodeRateLimited, true
 		case containsAny(msg, quotaHints):
-			return ClassExhausted, CodeInsufficientQuota
+			return ClassExhausted, CodeInsufficientQuota, true
 		case containsAny(msg, contextHints):
-			return ClassRejected, CodeContextLength
+			return ClassRejected, CodeContextLength, true
 		case containsAny(msg, capacityHints):
-			return ClassTransient, CodeOverloaded
+			return ClassTransient, CodeOverloaded, true
 		}
 		switch status {
 		case http.StatusPaymentRequired:
-			return ClassExhausted, CodeInsufficientQuota
+			return ClassExhausted, CodeInsufficientQuota, false
 		case http.StatusRequestTimeout:
-			return ClassTransient, CodeRequestTimeout
+			return ClassTransient, CodeRequestTimeout, false
 		case http.StatusTooManyRequests:
-			return ClassThrottled, CodeRateLimited
+			return ClassThrottled, CodeRateLimited, false
 		}
 	}
 
-	if class, code, ok := genericCode(f.code); ok {
-		return class, code
+	class, code, ok = genericCode(f.code)
+	if !ok {
+		class, code, ok = genericCode(f.typ)
 	}
-	class, code, ok := genericCode(f.typ)
+	known := ok
 	if !ok {
 		class, code = byStatus(status)
+	}
+	if class == ClassExhausted && code == CodeForbidden && strings.Contains(msg, "model") {
+		// A refusal that names a model is about that model (a plan or an
+		// agreement it needs), not the account: other requests may pass.
+		class = ClassRejected
 	}
 	// The provider's own code, when it is one, says more than a category.
 	if tok := token(f.code); tok != "" {
 		code = tok
 	}
-	return class, code
+	return class, code, known
+}
+
+// sharedCode reads the code, then the type, against the codes that mean the
+// same in every wire format (OpenAI-compatible servers and proxies also pass
+// Anthropic's types through).
+func sharedCode(f errorFields) (Class, string, bool) {
+	for _, k := range []string{f.code, f.typ} {
+		if class, code, ok := preciseCode(k); ok {
+			return class, code, true
+		}
+	}
+	return "", "", false
 }
 
 // preciseCode knows the codes and types that name one failure exactly.
@@ -187,16 +227,24 @@ func preciseCode(k string) (Class, string, bool) {
 	case "rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests":
 		return ClassThrottled, CodeRateLimited, true
 	case "insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
-		"insufficient_credits", "insufficient_balance", "credit_balance_too_low", "payment_required":
+		"insufficient_credits", "insufficient_balance", "credit_balance_too_low", "payment_required",
+		"billing_error", "enforced_spend_limit_reached":
 		return ClassExhausted, CodeInsufficientQuota, true
+	case "invalid_api_key", "invalid_authentication":
+		// The key belongs to the account: every call will fail alike.
+		return ClassExhausted, CodeUnauthorized, true
+	case "account_deactivated", "account_disabled", "account_suspended":
+		return ClassExhausted, CodeAccountDisabled, true
 	case "context_length_exceeded", "context_window_exceeded", "string_above_max_length":
 		return ClassRejected, CodeContextLength, true
 	case "content_policy_violation", "content_filter":
 		return ClassRejected, CodeContentPolicy, true
-	case "invalid_api_key", "invalid_authentication":
-		return ClassRejected, CodeUnauthorized, true
 	case "overloaded_error", "overloaded", "engine_overloaded":
 		return ClassTransient, CodeOverloaded, true
+	case "timeout_error":
+		// Anthropic's 504: the provider gave up and said so, which is an
+		// answer: see CodeUpstreamTimeout.
+		return ClassTransient, CodeUpstreamTimeout, true
 	}
 	return "", "", false
 }
@@ -209,9 +257,9 @@ func genericCode(k string) (Class, string, bool) {
 	case "invalid_request_error", "invalid_request", "bad_request", "badrequesterror":
 		return ClassRejected, CodeInvalidRequest, true
 	case "authentication_error", "unauthorized":
-		return ClassRejected, CodeUnauthorized, true
+		return ClassExhausted, CodeUnauthorized, true
 	case "permission_error", "permission_denied", "forbidden":
-		return ClassRejected, CodeForbidden, true
+		return ClassExhausted, CodeForbidden, true
 	case "not_found_error", "not_found":
 		return ClassRejected, CodeNotFound, true
 	case "request_too_large":
@@ -229,11 +277,12 @@ func byStatus(status int) (Class, string) {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		return ClassRejected, CodeInvalidRequest
 	case http.StatusUnauthorized:
-		return ClassRejected, CodeUnauthorized
+		// 401/403 concern the key or the account, which no retry fixes.
+		return ClassExhausted, CodeUnauthorized
 	case http.StatusPaymentRequired:
 		return ClassExhausted, CodeInsufficientQuota
 	case http.StatusForbidden:
-		return ClassRejected, CodeForbidden
+		return ClassExhausted, CodeForbidden
 	case http.StatusNotFound:
 		return ClassRejected, CodeNotFound
 	case http.StatusRequestEntityTooLarge:
@@ -272,7 +321,7 @@ var (
 		"credit balance", "insufficient credit", "insufficient balance",
 		"insufficient funds", "out of credit", "purchase credits", "no credits",
 		"payment required", "insufficient_quota", "billing hard limit",
-		"billing_hard_limit",
+		"billing_hard_limit", "spend limit",
 	}
 	rateLimitHints = []string{
 		"rate limit", "rate_limit", "ratelimit", "too many requests",
@@ -283,6 +332,7 @@ var (
 	// after rateLimitHints.
 	quotaHints = []string{
 		"quota", "billing", "credit", "payment", "used up", "free allocation",
+		"usage limit",
 	}
 	contextHints = []string{
 		"context length", "context_length", "context window", "maximum context",

@@ -54,7 +54,9 @@ func header(kv map[string]string) http.Header {
 // ignoreRaw compares the exported, loggable fields only.
 var ignoreRaw = cmpopts.IgnoreUnexported(Error{})
 
-func TestClassifyOpenAIRealCases(t *testing.T) {
+// TestClassifyRealCases runs every case in testdata through the classifier
+// of its wire format, as Classify dispatches it.
+func TestClassifyRealCases(t *testing.T) {
 	t.Parallel()
 	// Codes and waits the cases imply beyond their class.
 	wantCode := map[string]string{
@@ -64,36 +66,50 @@ func TestClassifyOpenAIRealCases(t *testing.T) {
 		"openai-400-invalid-schema":     CodeInvalidRequest,
 		"openai-500-server-error":       CodeServerError,
 		"openai-503-model-overloaded":   CodeServerError,
+		"anthropic-529-overloaded":      CodeOverloaded,
+		"anthropic-429-rate-limit":      CodeRateLimited,
+		"anthropic-400-credit-balance":  CodeInsufficientQuota,
+		"anthropic-400-prompt-too-long": CodeContextLength,
+		"anthropic-500-api-error":       CodeServerError,
+		"cf-3036-daily-allocation":      CodeInsufficientQuota,
+		"cf-3040-capacity":              CodeOverloaded,
+		"cf-3007-timeout":               CodeUpstreamTimeout,
+		"cf-5035-paid-plan":             CodeForbidden,
+		"cf-5007-no-such-model":         CodeNotFound,
 	}
 	wantWait := map[string]time.Duration{
 		"openai-429-rate-limit-tpm": 174 * time.Millisecond,
+		"anthropic-429-rate-limit":  2 * time.Second,
 	}
-	openai := 0
+	families := map[string]int{}
 	for _, pc := range loadProviderCases(t) {
+		families[pc.Family]++
+		if _, ok := wantCode[pc.ID]; !ok {
+			t.Errorf("case %s has no wantCode entry: add one", pc.ID)
+		}
 		t.Run(pc.ID, func(t *testing.T) {
 			t.Parallel()
-			if pc.Family != "openai" {
-				t.Skipf("family %q: only the OpenAI wire format has a classifier so far", pc.Family)
+			got, err := Classify(pc.Family, pc.Status, header(pc.Headers), []byte(pc.Body))
+			if err != nil {
+				t.Fatalf("Classify(%q): %v", pc.Family, err)
 			}
-			got := ClassifyOpenAI(pc.Status, header(pc.Headers), []byte(pc.Body))
 			want := &Error{Class: pc.Class, Status: pc.Status, Code: wantCode[pc.ID], RetryAfter: wantWait[pc.ID]}
 			if diff := cmp.Diff(want, got, ignoreRaw); diff != "" {
-				t.Errorf("ClassifyOpenAI(%s) mismatch (-want +got):\n%s", pc.ID, diff)
+				t.Errorf("Classify(%s) mismatch (-want +got):\n%s", pc.ID, diff)
+			}
+			if got.Unclassified() {
+				t.Errorf("Unclassified() = true, want every real case matched by a rule")
 			}
 			if got.RawMessage() == "" {
 				t.Errorf("RawMessage() is empty, want the provider's message")
 			}
 			assertNoLeak(t, got)
 		})
-		if pc.Family == "openai" {
-			openai++
-			if _, ok := wantCode[pc.ID]; !ok {
-				t.Errorf("case %s has no wantCode entry: add one", pc.ID)
-			}
-		}
 	}
-	if openai == 0 {
-		t.Error("no openai-family cases in testdata")
+	for _, kind := range Kinds() {
+		if families[kind] == 0 {
+			t.Errorf("no %s-family cases in testdata", kind)
+		}
 	}
 }
 
@@ -258,10 +274,40 @@ func TestClassifyOpenAI(t *testing.T) {
 			want:   Error{Class: ClassRejected, Status: 400, Code: CodeContentPolicy},
 		},
 		{
-			name:   "bad key",
+			name:   "bad key is the account's problem",
 			status: 401,
 			body:   `{"error":{"message":"Incorrect API key provided: sk-abc***xyz.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
-			want:   Error{Class: ClassRejected, Status: 401, Code: CodeUnauthorized},
+			want:   Error{Class: ClassExhausted, Status: 401, Code: CodeUnauthorized},
+		},
+		{
+			name:   "deactivated account",
+			status: 401,
+			body:   `{"error":{"message":"This key is associated with a deactivated account. If you feel this is an error, contact us through our help center at help.openai.com.","type":"invalid_request_error","param":null,"code":"account_deactivated"}}`,
+			want:   Error{Class: ClassExhausted, Status: 401, Code: CodeAccountDisabled},
+		},
+		{
+			name:   "bare 401",
+			status: 401,
+			body:   `Unauthorized`,
+			want:   Error{Class: ClassExhausted, Status: 401, Code: CodeUnauthorized},
+		},
+		{
+			name:   "403 on the account",
+			status: 403,
+			body:   `{"error":{"code":"unsupported_country_region_territory","message":"Country, region, or territory not supported","param":null,"type":"request_forbidden"}}`,
+			want:   Error{Class: ClassExhausted, Status: 403, Code: "unsupported_country_region_territory"},
+		},
+		{
+			name:   "403 that names a model is about the model",
+			status: 403,
+			body:   `{"error":{"message":"You are not allowed to sample from this model","type":"permission_error"}}`,
+			want:   Error{Class: ClassRejected, Status: 403, Code: CodeForbidden},
+		},
+		{
+			name:   "a rate-limit code over an empty account is exhausted",
+			status: 429,
+			body:   `{"error":{"message":"You have reached your monthly spend limit.","code":"rate_limit_exceeded"}}`,
+			want:   Error{Class: ClassExhausted, Status: 429, Code: CodeInsufficientQuota},
 		},
 		{
 			name:   "provider's machine code beats a generic type",
@@ -411,5 +457,70 @@ func TestRetryable(t *testing.T) {
 		if got := (&Error{Class: class}).Retryable(); got != w {
 			t.Errorf("Error{Class: %s}.Retryable() = %v, want %v", class, got, w)
 		}
+	}
+}
+
+func TestUnclassified(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		kind   string
+		status int
+		body   string
+		want   bool
+		class  Class
+	}{
+		{"unknown 4xx, plain text", KindOpenAI, 418, `short and stout`, true, ClassRejected},
+		{"unknown 4xx, unknown code passed through", KindOpenAI, 409, `{"error":{"code":"conflict_thing","message":"??"}}`, true, ClassRejected},
+		{"unknown Cloudflare code", KindCloudflare, 400, `{"success":false,"errors":[{"code":9997,"message":"something new"}]}`, true, ClassRejected},
+		{"bare 429", KindAnthropic, 429, ``, true, ClassThrottled},
+		{"HTML 500", KindOpenAI, 500, `<html>oops</html>`, true, ClassTransient},
+		{"type matched", KindAnthropic, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`, false, ClassRejected},
+		{"code matched", KindCloudflare, 429, `{"success":false,"errors":[{"code":3040,"message":"x"}]}`, false, ClassTransient},
+		{"message hint matched", KindOpenAI, 400, `{"error":{"message":"This model's maximum context length is 10 tokens"}}`, false, ClassRejected},
+		{"429 with a wait in the message", KindOpenAI, 429, `{"error":{"message":"quota exceeded, retry in 3s"}}`, false, ClassThrottled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Classify(tt.kind, tt.status, http.Header{}, []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Unclassified() != tt.want || got.Class != tt.class {
+				t.Errorf("Classify(%s, %d, %q) = %v, Unclassified() %v; want class %s, Unclassified() %v",
+					tt.kind, tt.status, tt.body, got, got.Unclassified(), tt.class, tt.want)
+			}
+		})
+	}
+	for _, e := range []*Error{
+		transportError(nil, http.ErrHandlerTimeout, true, 0),
+		malformed(200, nil),
+	} {
+		if e.Unclassified() {
+			t.Errorf("%v: Unclassified() = true, want false for failures Tollgate names itself", e)
+		}
+	}
+}
+
+func TestClassifyDispatch(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"success":false,"errors":[{"code":3036,"message":"daily free allocation"}],"type":"error","error":{"type":"overloaded_error"}}`)
+	h := http.Header{"Retry-After": {"1"}}
+	for kind, fn := range map[string]func(int, http.Header, []byte) *Error{
+		KindOpenAI:     ClassifyOpenAI,
+		KindAnthropic:  ClassifyAnthropic,
+		KindCloudflare: ClassifyCloudflare,
+	} {
+		got, err := Classify(kind, 429, h, body)
+		if err != nil {
+			t.Fatalf("Classify(%q): %v", kind, err)
+		}
+		if diff := cmp.Diff(fn(429, h, body), got, ignoreRaw); diff != "" {
+			t.Errorf("Classify(%q) differs from its classifier (-want +got):\n%s", kind, diff)
+		}
+	}
+	if got, err := Classify("gemini", 429, h, body); err == nil || got != nil {
+		t.Errorf("Classify(gemini) = %v, %v; want nil and an error", got, err)
 	}
 }

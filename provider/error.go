@@ -14,11 +14,13 @@ const (
 	ClassTransient Class = "transient"
 	// ClassThrottled: pause, honouring Error.RetryAfter, then retry.
 	ClassThrottled Class = "throttled"
-	// ClassExhausted: the account is out of credit or its quota is gone; do
-	// not retry until someone pays.
+	// ClassExhausted: the account is out of credit, its quota is gone, or the
+	// provider refused its key or the account itself (401, 403); do not
+	// retry until someone pays or fixes the account.
 	ClassExhausted Class = "exhausted"
 	// ClassRejected: the request itself is bad (context too long, invalid
-	// schema, policy, unknown model, bad key); do not retry it unchanged.
+	// schema, policy, unknown model, a model the plan does not include); do
+	// not retry it unchanged.
 	ClassRejected Class = "rejected"
 	// ClassAmbiguous: the request may have been processed and billed (timeout
 	// or connection cut after the request was sent); check the journal before
@@ -35,11 +37,18 @@ const (
 	CodeContextLength     = "context_length_exceeded"
 	CodeContentPolicy     = "content_policy"
 	CodeInvalidRequest    = "invalid_request"
-	CodeUnauthorized      = "unauthorized"
-	CodeForbidden         = "forbidden"
+	CodeUnauthorized      = "unauthorized" // the key was refused: exhausted, no retry fixes it
+	CodeForbidden         = "forbidden"    // the account may not do this: exhausted, or rejected when a model is named
+	CodeAccountDisabled   = "account_disabled"
 	CodeNotFound          = "not_found"
 	CodeRequestTooLarge   = "request_too_large"
 	CodeRequestTimeout    = "request_timeout" // the provider answered 408
+	// CodeUpstreamTimeout: the provider took the request, gave up on it and
+	// said so (Cloudflare 3007, Anthropic timeout_error). It is transient,
+	// not ambiguous: ambiguity means not knowing the outcome, and here the
+	// provider reported it. The call is over and failed, as after a 5xx, and
+	// nothing is left in flight that a retry could duplicate.
+	CodeUpstreamTimeout   = "upstream_timeout"
 	CodeServerError       = "server_error"
 	CodeOverloaded        = "overloaded"
 	CodeBadGateway        = "bad_gateway"
@@ -66,6 +75,9 @@ type Error struct {
 	// by mistake shows an address, not the provider's text.
 	raw   *string
 	cause error
+	// unclassified: no code, type or message rule matched; the status alone
+	// decided the class.
+	unclassified bool
 }
 
 // Error reports the class, status and code. It never contains the provider's
@@ -106,6 +118,13 @@ func (e *Error) RawMessage() string {
 	}
 	return *e.raw
 }
+
+// Unclassified reports whether the provider's answer matched no rule on its
+// code, type or message, so that the class came from the HTTP status alone
+// (an unknown 4xx is rejected, an unknown 5xx transient). Callers count these
+// to find error bodies the classifier should learn; the class still holds.
+// Network failures and malformed successes are never unclassified.
+func (e *Error) Unclassified() bool { return e.unclassified }
 
 // Unwrap returns the transport or context error behind a network failure
 // (so errors.Is(err, context.Canceled) works), or nil.

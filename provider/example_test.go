@@ -16,3 +16,29 @@ func ExampleClassifyOpenAI() {
 	// throttled rate_limit_exceeded 174ms true
 	// provider: throttled: rate_limit_exceeded (status 429)
 }
+
+func ExampleClassify() {
+	// Cloudflare reports a used-up daily allocation as a 429, but waiting a
+	// minute will not help: the internal code says so.
+	body := []byte(`{"success":false,"errors":[{"code":3036,"message":"You have used up your daily free allocation of 10,000 neurons."}]}`)
+	e, err := provider.Classify(provider.KindCloudflare, http.StatusTooManyRequests, http.Header{}, body)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(e.Class, e.Code, e.Retryable(), e.Unclassified())
+	// Output:
+	// exhausted insufficient_quota false false
+}
+
+func ExampleNew() {
+	c, err := provider.New(provider.KindAnthropic, provider.Options{APIKey: "sk-ant-..."})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%T\n", c)
+	_, err = provider.New(provider.KindCloudflare, provider.Options{APIKey: "cf-token"})
+	fmt.Println(err)
+	// Output:
+	// *provider.Anthropic
+	// provider: cloudflare needs an AccountID
+}

@@ -4,17 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
-	"sync/atomic"
+	"time"
 )
-
-// maxResponseBytes bounds how much of a response body is read, so that a
-// broken or hostile provider cannot exhaust memory.
-const maxResponseBytes = 4 << 20
 
 // OpenAI is a Client for the OpenAI-compatible chat completions API. It is
 // safe for concurrent use.
@@ -27,9 +20,9 @@ type OpenAI struct {
 var _ Client = (*OpenAI)(nil)
 
 // NewOpenAI returns a client that POSTs to baseURL + "/chat/completions"
-// (baseURL such as "https://api.openai.com/v1") with apiKey as a bearer token.
-// A nil hc means a plain http.Client; deadlines come from the ctx passed to
-// Complete.
+// (baseURL such as "https://api.openai.com/v1", /v1 included as in OpenAI's
+// own SDKs) with apiKey as a bearer token. A nil hc means a plain
+// http.Client; deadlines come from the ctx passed to Complete.
 func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 	if hc == nil {
 		hc = &http.Client{}
@@ -48,94 +41,54 @@ type chatRequest struct {
 }
 
 // Complete sends req once. On failure it returns a *Error: the classified
-// provider answer for a non-2xx status; ClassTransient "connection_error" (or
-// "timeout"/"canceled") when nothing was sent; ClassAmbiguous "timeout",
-// "canceled" or "connection_cut" when the request was sent but no full answer
-// came back; ClassTransient "malformed_response" or "empty_output" for a 2xx
-// that carries no usable completion; ClassRejected "refusal" or
-// "content_policy" when the model declined.
+// provider answer for a non-2xx status (see ClassifyOpenAI); ClassTransient
+// "connection_error" (or "timeout"/"canceled") when nothing was sent;
+// ClassAmbiguous "timeout", "canceled" or "connection_cut" when the request
+// was sent but no full answer came back; ClassTransient "malformed_response"
+// or "empty_output" for a 2xx that carries no usable completion;
+// ClassRejected "refusal" or "content_policy" when the model declined.
 func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
 	msgs := req.Messages
 	if msgs == nil {
 		msgs = []Message{}
 	}
-	payload, err := json.Marshal(chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens})
-	if err != nil {
-		return nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
-	}
-
-	// sent turns true once the whole request has been handed to the
-	// connection: from then on a lost answer may mean a processed call.
-	var sent atomic.Bool
-	trace := &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				sent.Store(true)
-			}
-		},
-	}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
-		http.MethodPost, c.endpoint, bytes.NewReader(payload))
-	if err != nil {
-		// Only a malformed base URL gets here: configuration, not weather.
-		return nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
+	h := http.Header{}
 	if c.apiKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
+		h.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	if req.IdempotencyKey != "" {
-		hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
-	}
-
-	resp, err := c.hc.Do(hreq)
-	if err != nil {
-		return nil, transportError(ctx.Err(), err, sent.Load(), 0)
-	}
-	defer resp.Body.Close()
-
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if err != nil {
-		if ok {
-			// The provider answered success and the answer was lost:
-			// the call was very likely processed and billed.
-			return nil, transportError(ctx.Err(), err, true, resp.StatusCode)
-		}
-		// Classify the failure on what did arrive.
-	}
-	if !ok {
-		if len(body) > maxResponseBytes {
-			body = body[:maxResponseBytes]
-		}
-		return nil, ClassifyOpenAI(resp.StatusCode, resp.Header, body)
-	}
-	if len(body) > maxResponseBytes {
-		return nil, &Error{Class: ClassTransient, Status: resp.StatusCode, Code: CodeMalformedResponse}
-	}
-	return parseCompletion(resp.StatusCode, resp.Header, body)
+	return call{
+		hc:       c.hc,
+		url:      c.endpoint,
+		header:   h,
+		payload:  chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens},
+		key:      req.IdempotencyKey,
+		classify: ClassifyOpenAI,
+		parse:    parseCompletion,
+	}.do(ctx)
 }
 
-// transportError classifies a failure to get a complete answer. ctxErr is the
-// caller's context error, sent whether the request had been written.
-func transportError(ctxErr, err error, sent bool, status int) *Error {
-	e := &Error{Class: ClassTransient, Status: status, Code: CodeConnectionError, cause: err}
-	if sent {
-		e.Class, e.Code = ClassAmbiguous, CodeConnectionCut
-	}
-	var te interface{ Timeout() bool }
-	switch {
-	case errors.Is(ctxErr, context.DeadlineExceeded):
-		e.Code, e.cause = CodeTimeout, ctxErr
-	case ctxErr != nil:
-		e.Code, e.cause = CodeCanceled, ctxErr
-	case errors.As(err, &te) && te.Timeout():
-		// http.Client.Timeout or a transport deadline.
-		e.Code = CodeTimeout
-	}
-	return e
+// ClassifyOpenAI classifies a non-2xx response from an OpenAI-compatible
+// server (OpenAI, Azure, vLLM, llama.cpp, OpenRouter, Gemini's compatible
+// endpoint...). It always returns a non-nil *Error; a body it cannot parse is
+// read as plain text and the status decides.
+//
+// It reads the error's code and type fields first, then robust hints in the
+// message (billing failures hide behind 400 and 429, types mislead), then the
+// status: unknown 4xx are rejected, unknown 5xx transient. An account whose
+// key is refused (invalid_api_key, account_deactivated, 401, 403) is
+// exhausted. A Retry-After date is measured against the response's Date
+// header, else the local clock.
+func ClassifyOpenAI(status int, header http.Header, body []byte) *Error {
+	return classifyOpenAI(status, header, body, time.Now)
 }
+
+func classifyOpenAI(status int, header http.Header, body []byte, now func() time.Time) *Error {
+	return classify(status, header, body, now, openAICodes)
+}
+
+// openAICodes adds nothing to the shared codes: the OpenAI format is the
+// one the others are measured against.
+func openAICodes(errorFields) (Class, string, bool) { return "", "", false }
 
 type chatCompletion struct {
 	Model   string `json:"model"`
@@ -158,25 +111,25 @@ type chatCompletion struct {
 func parseCompletion(status int, header http.Header, body []byte) (*Response, error) {
 	var cc chatCompletion
 	if err := json.Unmarshal(body, &cc); err != nil {
-		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeMalformedResponse, cause: err}
+		return nil, malformed(status, err)
 	}
 	if len(cc.Choices) == 0 {
-		if e := bytes.TrimSpace(cc.Error); len(e) > 0 && string(e) != "null" {
+		if hasJSON(cc.Error) {
 			// Some compatible servers and proxies report failures as 200
 			// with an error body; it classifies like any other.
 			return nil, ClassifyOpenAI(status, header, body)
 		}
-		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeMalformedResponse}
+		return nil, malformed(status, nil)
 	}
 	if cc.Usage != nil && (cc.Usage.PromptTokens < 0 || cc.Usage.CompletionTokens < 0) {
 		// Negative usage would credit the budget: refuse to believe it.
-		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeMalformedResponse}
+		return nil, malformed(status, nil)
 	}
 
 	choice := cc.Choices[0]
 	content, ok := contentText(choice.Message.Content)
 	if !ok {
-		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeMalformedResponse}
+		return nil, malformed(status, nil)
 	}
 	if strings.TrimSpace(content) == "" {
 		e := &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}

@@ -1,7 +1,6 @@
 package provider_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -123,13 +122,7 @@ func TestOpenAICompleteScripted(t *testing.T) {
 	body := func(content, finish, extra string) string {
 		return fmt.Sprintf(ok, content, finish, extra)
 	}
-	tests := []struct {
-		name    string
-		script  fake.Scripted
-		want    *provider.Response
-		wantErr *provider.Error
-		wantRaw bool // the error carries the provider's message
-	}{
+	tests := []scriptedCase{
 		{
 			name:   "success without usage",
 			script: fake.Scripted{Status: 200, Body: body(`"hello"`, "stop", "")},
@@ -223,180 +216,9 @@ func TestOpenAICompleteScripted(t *testing.T) {
 			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "content_policy"},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f, c := startFake(t)
-			f.Script(tt.script)
-			got, err := c.Complete(t.Context(), provider.Request{
-				Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, IdempotencyKey: "task-7:3",
-			})
-			if tt.wantErr == nil {
-				if err != nil {
-					t.Fatalf("Complete: %v", err)
-				}
-				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Errorf("Complete mismatch (-want +got):\n%s", diff)
-				}
-			} else {
-				if got != nil {
-					t.Errorf("Complete returned %+v with an error, want nil", got)
-				}
-				pe := asError(t, err)
-				if diff := cmp.Diff(tt.wantErr, pe, ignoreRaw); diff != "" {
-					t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-				}
-				if gotRaw := pe.RawMessage() != ""; gotRaw != tt.wantRaw {
-					t.Errorf("RawMessage() = %q, want present: %v", pe.RawMessage(), tt.wantRaw)
-				}
-			}
-			calls := f.Calls()
-			if len(calls) != 1 || calls[0].IdempotencyKey != "task-7:3" {
-				t.Errorf("call log = %+v, want one call with Idempotency-Key task-7:3", calls)
-			}
-		})
-	}
-}
-
-func TestOpenAICompleteNetworkFailures(t *testing.T) {
-	t.Parallel()
-	req := provider.Request{Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, IdempotencyKey: "task-9:1"}
-
-	t.Run("deadline while the provider hangs after reading the request", func(t *testing.T) {
-		t.Parallel()
-		f, c := startFake(t)
-		f.Script(fake.Scripted{Hang: true})
-		// The deadline only has to outlast writing a tiny request to a
-		// local server; the fake never answers.
-		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-		defer cancel()
-		_, err := c.Complete(ctx, req)
-		pe := asError(t, err)
-		want := &provider.Error{Class: provider.ClassAmbiguous, Code: "timeout"}
-		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
-			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-		}
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("errors.Is(%v, context.DeadlineExceeded) = false, want true", err)
-		}
-		if calls := f.Calls(); len(calls) != 1 || calls[0].IdempotencyKey != "task-9:1" {
-			t.Errorf("call log = %+v, want one call with key task-9:1", calls)
-		}
-	})
-
-	t.Run("canceled once the provider has the request", func(t *testing.T) {
-		t.Parallel()
-		f, c := startFake(t)
-		f.Script(fake.Scripted{Hang: true})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		errc := make(chan error, 1)
-		go func() {
-			_, err := c.Complete(ctx, req)
-			errc <- err
-		}()
-		waitFor(t, "the fake to log the call", func() bool { return f.CallCount() == 1 })
-		cancel()
-		pe := asError(t, <-errc)
-		want := &provider.Error{Class: provider.ClassAmbiguous, Code: "canceled"}
-		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
-			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-		}
-		if !errors.Is(pe, context.Canceled) {
-			t.Errorf("errors.Is(%v, context.Canceled) = false, want true", pe)
-		}
-	})
-
-	t.Run("connection cut after the provider has the request", func(t *testing.T) {
-		t.Parallel()
-		f, c := startFake(t)
-		f.Script(fake.Scripted{Hang: true})
-		errc := make(chan error, 1)
-		go func() {
-			_, err := c.Complete(t.Context(), req)
-			errc <- err
-		}()
-		waitFor(t, "the fake to log the call", func() bool { return f.CallCount() == 1 })
-		f.Close()
-		pe := asError(t, <-errc)
-		want := &provider.Error{Class: provider.ClassAmbiguous, Code: "connection_cut"}
-		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
-			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-		}
-	})
-
-	t.Run("connection refused", func(t *testing.T) {
-		t.Parallel()
-		ts := httptest.NewServer(http.NotFoundHandler())
-		url := ts.URL
-		ts.Close()
-		_, err := provider.NewOpenAI(url+"/v1", apiKey, nil).Complete(t.Context(), req)
-		pe := asError(t, err)
-		want := &provider.Error{Class: provider.ClassTransient, Code: "connection_error"}
-		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
-			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-		}
-	})
-
-	t.Run("canceled before sending", func(t *testing.T) {
-		t.Parallel()
-		f, c := startFake(t)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		_, err := c.Complete(ctx, req)
-		pe := asError(t, err)
-		want := &provider.Error{Class: provider.ClassTransient, Code: "canceled"}
-		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
-			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-		}
-		if n := f.CallCount(); n != 0 {
-			t.Errorf("CallCount() = %d, want 0", n)
-		}
-	})
-
-	t.Run("success cut off mid-body", func(t *testing.T) {
-		t.Parallel()
-		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = io.WriteString(w, `{"id":"x","choices":[{"message":{"content":"hel`)
-			w.(http.Flusher).Flush()
-			panic(http.ErrAbortHandler)
-		}))
-		t.Cleanup(ts.Close)
-		_, err := provider.NewOpenAI(ts.URL+"/v1", apiKey, ts.Client()).Complete(t.Context(), req)
-		pe := asError(t, err)
-		want := &provider.Error{Class: provider.ClassAmbiguous, Status: 200, Code: "connection_cut"}
-		if diff := cmp.Diff(want, pe, ignoreRaw); diff != "" {
-			t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-		}
-	})
-}
-
-func TestOpenAICompleteBoundsTheBody(t *testing.T) {
-	t.Parallel()
-	huge := strings.Repeat(" ", 5<<20)
-	tests := []struct {
-		name   string
-		status int
-		body   string
-		want   *provider.Error
-	}{
-		{"huge success", 200, `{"choices":[{"message":{"content":"hi"}}]}` + huge, &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"}},
-		{"huge failure", 503, huge, &provider.Error{Class: provider.ClassTransient, Status: 503, Code: "service_unavailable"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f, c := startFake(t)
-			f.Script(fake.Scripted{Status: tt.status, Body: tt.body})
-			_, err := c.Complete(t.Context(), provider.Request{Model: "m"})
-			if diff := cmp.Diff(tt.want, asError(t, err), ignoreRaw); diff != "" {
-				t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
-			}
-		})
-	}
+	runScripted(t, provider.KindOpenAI, provider.Request{
+		Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, IdempotencyKey: "task-7:3",
+	}, tests)
 }
 
 // TestOpenAIWireRequest checks what goes over the wire, which the fake does

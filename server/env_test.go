@@ -15,9 +15,9 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/internal/contract"
 	"github.com/tollgate/tollgate/internal/testdb"
-	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/server"
@@ -34,9 +34,28 @@ var (
 // so reservations and costs are easy to compute by hand.
 const testModel = "test-model"
 
-var testPrices = budget.NewPrices(map[string]budget.Price{
-	testModel: {InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000},
-}, budget.DefaultPrice)
+// testCatalog: two provider keys on the fake, in two wire formats, and a
+// model chain that falls back from one to the other.
+const testCatalog = `
+providers:
+  - {key: default, kind: openai, base_url: fake, api_key_env: TEST_OPENAI_KEY}
+  - {key: backup, kind: anthropic, base_url: fake, api_key_env: TEST_ANTHROPIC_KEY}
+default_model: test-model
+models:
+  - {name: test-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
+  - name: chain-model
+    provider: default
+    provider_model: primary-v1
+    input_micros_per_mtok: 1000000
+    output_micros_per_mtok: 2000000
+    fallback: [small-backup, backup-model]
+  - {name: small-backup, provider: backup, context_window: 50, input_micros_per_mtok: 1, output_micros_per_mtok: 1}
+  - {name: backup-model, provider: backup, provider_model: claude-test, input_micros_per_mtok: 3000000, output_micros_per_mtok: 4000000}
+`
+
+func testEnvVars(name string) string {
+	return map[string]string{"TEST_OPENAI_KEY": "sk-test-canary-openai-key", "TEST_ANTHROPIC_KEY": "sk-ant-test-canary-key"}[name]
+}
 
 type envOptions struct {
 	noWorkers      bool
@@ -82,11 +101,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.requestTimeout == 0 {
 		o.requestTimeout = 5 * time.Second
 	}
+	cat, err := catalog.Parse([]byte(testCatalog), testEnvVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := cat.Clients(fakeSrv.Client(), fakeSrv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc, err := tasks.New(pool, tasks.Config{
-		Provider:       provider.NewOpenAI(fakeSrv.URL+"/v1", "sk-test-canary-key", fakeSrv.Client()),
-		ProviderName:   "fake",
-		DefaultModel:   testModel,
-		Prices:         testPrices,
+		Catalog:        cat,
+		Clients:        clients,
 		RequestTimeout: o.requestTimeout,
 		MaxAttempts:    o.maxAttempts,
 		RetryBase:      10 * time.Millisecond,

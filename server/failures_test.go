@@ -124,7 +124,7 @@ func TestInterruptedAttemptIsRecordedAsAmbiguous(t *testing.T) {
 	// Simulate a process killed after committing attempt 1 but before
 	// recording its outcome.
 	_, err := e.pool.Exec(t.Context(), `
-		WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, idempotency_key) VALUES ($1::uuid, 1, 'default', $1::text || ':1'))
+		WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key) VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1'))
 		UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid`, id)
 	if err != nil {
 		t.Fatal(err)
@@ -250,4 +250,62 @@ func TestDeadlineFailsAWaitingTaskAndReleasesItsReservation(t *testing.T) {
 		t.Errorf("provider calls = %d, want 1", n)
 	}
 	e.checkInvariants()
+}
+
+// When a model's attempts are used up, the task moves to the next model of
+// its chain that fits the request — here on another provider key, in
+// another wire format — skipping one whose context window is too small.
+func TestFallbackChainSkipsModelsThatDoNotFit(t *testing.T) {
+	t.Parallel()
+	serverError := fake.Scripted{Status: 500, Body: `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`}
+	outOfCredit := fake.Scripted{Status: 429, Body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}
+	cases := []struct {
+		name      string
+		script    []fake.Scripted
+		wantCalls int
+	}{
+		{"transient failures use up the primary", []fake.Scripted{serverError, serverError, serverError, serverError}, 5},
+		{"an exhausted primary falls back at once", []fake.Scripted{outOfCredit}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{maxAttempts: 4, probeEvery: time.Hour})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			e.fake.Script(c.script...)
+			body := []byte(`{"model":"chain-model","messages":[{"role":"user","content":"abcdefgh"}],"max_tokens":100}`)
+			r := e.post(key, "k", body, nil)
+			created := r.task(t)
+			// The reservation covers the dearest model that may run it:
+			// backup-model at 3 and 4 micros a token, 6*3 + 100*4.
+			if created.ReservedMicros != 418 {
+				t.Errorf("reserved_micros = %d, want 418 (the chain's dearest fitting model)", created.ReservedMicros)
+			}
+			task := e.waitFinished(key, created.ID)
+			if task.Status != tasks.StatusSucceeded || task.Model != "backup-model" || task.Result.Model != "backup-model" {
+				t.Fatalf("task = %s on %s %+v, want succeeded on backup-model", task.Status, task.Model, task.Error)
+			}
+			calls := e.fake.Calls()
+			if len(calls) != c.wantCalls {
+				t.Fatalf("provider calls = %d, want %d", len(calls), c.wantCalls)
+			}
+			if last := calls[len(calls)-1]; last.Model != "claude-test" {
+				t.Errorf("last call went to model %q, want the backup's provider model claude-test", last.Model)
+			}
+			if got := e.scalar(`SELECT count(*) FROM task_attempts WHERE task_id = $1 AND model = 'small-backup'`, task.ID); got != 0 {
+				t.Errorf("small-backup, whose context window is too small, was tried %d times", got)
+			}
+			e.checkInvariants()
+		})
+	}
+}
+
+func TestUnknownModelIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	r := e.post(key, "k", []byte(`{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}`), nil)
+	if r.status != http.StatusBadRequest || r.problemCode(t) != "invalid_request" {
+		t.Fatalf("%d %s, want 400 invalid_request", r.status, r.body)
+	}
 }

@@ -18,20 +18,19 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/provider"
 )
 
 // Config is what the task service needs. Zero durations and counts take the
 // documented defaults.
 type Config struct {
-	Provider     provider.Client // required
-	ProviderName string          // recorded in replay records, e.g. "openai"
-	// ProviderKey names the provider account. Each key gets its own queue,
-	// so that pausing one provider key leaves the others running.
-	ProviderKey      string
-	DefaultModel     string // used when a request names no model
-	DefaultMaxTokens int    // used when a request sets no max_tokens; default 1024
-	Prices           budget.Prices
+	// Catalog lists provider keys and models (required). Each provider key
+	// gets its own queue, so pausing one leaves the others running.
+	Catalog *catalog.Catalog
+	// Clients holds one client per provider key of the catalog (required).
+	Clients          map[string]provider.Client
+	DefaultMaxTokens int           // used when a request sets no max_tokens; default 1024
 	RequestTimeout   time.Duration // one provider call; default 30s
 	MaxAttempts      int           // counted provider calls per task (throttled and exhausted ones are not counted); default 4
 	AmbiguousRetries int           // repeats allowed after an ambiguous attempt; default 1, negative for none
@@ -50,14 +49,13 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Provider == nil {
-		return errors.New("tasks: Config.Provider is required")
+	if c.Catalog == nil {
+		return errors.New("tasks: Config.Catalog is required")
 	}
-	if c.ProviderName == "" {
-		c.ProviderName = "openai"
-	}
-	if c.ProviderKey == "" {
-		c.ProviderKey = "default"
+	for _, p := range c.Catalog.Providers {
+		if c.Clients[p.Key] == nil {
+			return fmt.Errorf("tasks: no client for provider key %q", p.Key)
+		}
 	}
 	if c.DefaultMaxTokens <= 0 {
 		c.DefaultMaxTokens = 1024
@@ -104,8 +102,8 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// queue is the River queue of the provider key.
-func (c *Config) queue() string { return "provider_" + c.ProviderKey }
+// queueFor is the River queue of a provider key.
+func queueFor(providerKey string) string { return "provider_" + providerKey }
 
 // Service creates, reads and runs tasks.
 type Service struct {
@@ -126,8 +124,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
 		return nil, fmt.Errorf("tasks: register worker: %w", err)
 	}
+	queues := map[string]river.QueueConfig{}
+	for _, p := range cfg.Catalog.Providers {
+		queues[queueFor(p.Key)] = river.QueueConfig{MaxWorkers: cfg.MaxWorkers}
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:               map[string]river.QueueConfig{cfg.queue(): {MaxWorkers: cfg.MaxWorkers}},
+		Queues:               queues,
 		Workers:              workers,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPoll,
@@ -192,15 +194,19 @@ func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Re
 		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
 	}
 	hash := req.Hash()
-	model := req.Model
-	if model == "" {
-		model = s.cfg.DefaultModel
+	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
+	if errors.Is(err, catalog.ErrUnknownModel) {
+		return Created{}, &ValidationError{Fields: []FieldError{{"model", "is not a model this service offers"}}}
 	}
+	if err != nil {
+		return Created{}, err
+	}
+	model := m.Name
 	reqJSON, err := json.Marshal(req)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
-	amount, estimated := s.estimate(model, req)
+	amount, estimated := s.estimate(m, priced, req)
 	deadline := s.cfg.DefaultDeadline
 	if req.DeadlineS > 0 {
 		deadline = time.Duration(req.DeadlineS) * time.Second
@@ -239,7 +245,7 @@ func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Re
 			return err
 		}
 		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID}, &river.InsertOpts{
-			Queue: s.cfg.queue(),
+			Queue: queueFor(m.Provider),
 		}); err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
@@ -275,13 +281,19 @@ func (s *Service) existing(ctx context.Context, tx pgx.Tx, owner, key string, ha
 }
 
 // estimate is the reservation for a request: input tokens estimated from
-// the text, output tokens at max_tokens, at the model's price. An unpriced
-// model is reserved at the default price and marked estimated; the amount is
-// never zero, so no request skips the reservation.
-func (s *Service) estimate(model string, req Request) (amount int64, estimated bool) {
-	price, known := s.cfg.Prices.Lookup(model)
-	cost := price.Cost(estimateInput(req.Messages), int64(s.maxTokens(req)))
-	return max(cost, 1), !known
+// the text, output tokens at max_tokens, at the price of the most expensive
+// model of the fallback chain the request fits, since any of them may end
+// up running it. An unpriced model is reserved at the default price and
+// marked estimated; the amount is never zero, so no request skips the
+// reservation.
+func (s *Service) estimate(m catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
+	in, out := estimateInput(req.Messages), int64(s.maxTokens(req))
+	for _, x := range s.cfg.Catalog.Chain(m) {
+		if x.Name == m.Name || x.Fits(in, out) {
+			amount = max(amount, x.Price().Cost(in, out))
+		}
+	}
+	return max(amount, 1), !priced
 }
 
 func (s *Service) maxTokens(req Request) int {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/circuit"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
@@ -64,8 +66,8 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 
 	started := s.cfg.Now()
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	resp, callErr := s.cfg.Provider.Complete(callCtx, provider.Request{
-		Model:          begun.task.Model,
+	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, provider.Request{
+		Model:          begun.model.ProviderModel,
 		Messages:       begun.task.Request.Messages,
 		MaxTokens:      s.maxTokens(begun.task.Request),
 		IdempotencyKey: fmt.Sprintf("%s:%d", begun.task.ID, begun.attempt),
@@ -85,11 +87,15 @@ type begunAttempt struct {
 	attempt int
 	startAt time.Time
 	probe   bool // this call is the open breaker's probe
+	model   catalog.Model
+	prov    catalog.Provider
 }
 
 // journalCounts summarises a task's attempts. Throttled and exhausted
 // attempts do not count against the attempt limit: the request was not at
-// fault, the provider key was.
+// fault, the provider key was. The limit counts per model, so a fallback
+// model gets its own attempts; ambiguous attempts count over the whole task,
+// since each may have been charged.
 type journalCounts struct {
 	counted   int
 	ambiguous int
@@ -97,15 +103,15 @@ type journalCounts struct {
 	lastCode  string
 }
 
-func countJournal(ctx context.Context, tx pgx.Tx, taskID string) (journalCounts, error) {
+func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journalCounts, error) {
 	var c journalCounts
 	var class, code *string
 	err := tx.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE state <> 'sent' AND COALESCE(class, '') NOT IN ('throttled', 'exhausted')),
+		SELECT count(*) FILTER (WHERE state <> 'sent' AND model = $2 AND COALESCE(class, '') NOT IN ('throttled', 'exhausted')),
 		       count(*) FILTER (WHERE state = 'ambiguous'),
 		       (SELECT class FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1),
 		       (SELECT error_code FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1)
-		FROM task_attempts WHERE task_id = $1`, taskID).Scan(&c.counted, &c.ambiguous, &class, &code)
+		FROM task_attempts WHERE task_id = $1`, taskID, model).Scan(&c.counted, &c.ambiguous, &class, &code)
 	if class != nil {
 		c.lastClass = provider.Class(*class)
 	}
@@ -132,10 +138,14 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 		if err != nil {
 			return err
 		}
-		if err := s.markInterrupted(ctx, tx, t, job.Args.TraceID); err != nil {
+		m, prov, err := s.modelOf(t)
+		if err != nil {
+			return s.endJob(ctx, tx, job, t, failureFor("internal", "", ""), journalCounts{})
+		}
+		if err := s.markInterrupted(ctx, tx, t, m, prov, job.Args.TraceID); err != nil {
 			return err
 		}
-		jc, err := countJournal(ctx, tx, t.ID)
+		jc, err := countJournal(ctx, tx, t.ID, m.Name)
 		if err != nil {
 			return err
 		}
@@ -156,7 +166,7 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			return s.endJob(ctx, tx, job, t, failureFor(lastClass, jc.lastCode, "attempts"), jc)
 		}
 
-		gate, err := circuit.AdmitTx(ctx, tx, s.cfg.ProviderKey, s.cfg.ProbeEvery)
+		gate, err := circuit.AdmitTx(ctx, tx, m.Provider, s.cfg.ProbeEvery)
 		if err != nil {
 			return err
 		}
@@ -175,9 +185,9 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 		n := t.Attempts + 1
 		var startAt time.Time
 		err = tx.QueryRow(ctx, `
-			INSERT INTO task_attempts (task_id, attempt, provider_key, idempotency_key)
-			VALUES ($1, $2, $3, $4) RETURNING started_at`,
-			t.ID, n, s.cfg.ProviderKey, fmt.Sprintf("%s:%d", t.ID, n)).Scan(&startAt)
+			INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			VALUES ($1, $2, $3, $4, $5) RETURNING started_at`,
+			t.ID, n, m.Provider, m.Name, fmt.Sprintf("%s:%d", t.ID, n)).Scan(&startAt)
 		if err != nil {
 			return err
 		}
@@ -185,7 +195,7 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			return err
 		}
 		t.Attempts = n
-		begun = &begunAttempt{task: t, attempt: n, startAt: startAt, probe: gate.Probe}
+		begun = &begunAttempt{task: t, attempt: n, startAt: startAt, probe: gate.Probe, model: m, prov: prov}
 		return nil
 	})
 	if err != nil {
@@ -216,7 +226,7 @@ func (s *Service) endJob(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs
 
 // markInterrupted turns journal entries left "sent" by a dead or canceled
 // run into ambiguous attempts, each with its replay record.
-func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, traceID string) error {
+func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, prov catalog.Provider, traceID string) error {
 	rows, err := tx.Query(ctx, `
 		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
 		WHERE task_id = $1 AND state = 'sent'
@@ -239,7 +249,7 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, traceI
 	for _, i := range list {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "attempt interrupted; counted as ambiguous",
 			slog.String("task_id", t.ID), slog.Int("attempt", i.attempt), slog.String("class", "ambiguous"))
-		rec := s.record(t, i.attempt, i.start, traceID)
+		rec := s.record(t, m, prov, i.attempt, i.start, traceID)
 		rec.State, rec.FinishedAt = "ambiguous", &i.finished
 		rec.Error = &replay.Failure{Class: string(provider.ClassAmbiguous), Code: "interrupted"}
 		if err := replay.InsertTx(ctx, tx, rec); err != nil {
@@ -249,11 +259,11 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, traceI
 	return nil
 }
 
-func (s *Service) record(t Task, attempt int, start time.Time, traceID string) replay.Attempt {
+func (s *Service) record(t Task, m catalog.Model, prov catalog.Provider, attempt int, start time.Time, traceID string) replay.Attempt {
 	return replay.Attempt{
 		TaskID: t.ID, OwnerID: t.OwnerID, Attempt: attempt,
-		Provider: s.cfg.ProviderName, ProviderModel: t.Model,
-		Parameters: replay.Parameters{Model: t.Model, MaxTokens: s.maxTokens(t.Request)},
+		Provider: prov.Kind + ":" + prov.Key, ProviderModel: m.ProviderModel,
+		Parameters: replay.Parameters{Model: m.Name, MaxTokens: s.maxTokens(t.Request)},
 		TimeoutMS:  int(s.cfg.RequestTimeout / time.Millisecond),
 		StartedAt:  start, TraceID: traceID, BuildVersion: s.cfg.BuildVersion,
 	}
@@ -277,8 +287,8 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 	}
 	latencyMS := int(latency / time.Millisecond)
 	log := s.cfg.Logger.With(slog.String("task_id", b.task.ID), slog.String("owner_id", b.task.OwnerID),
-		slog.String("model", b.task.Model), slog.String("provider", s.cfg.ProviderName),
-		slog.String("provider_key", s.cfg.ProviderKey), slog.Int("attempt", b.attempt),
+		slog.String("model", b.model.Name), slog.String("provider", b.prov.Kind),
+		slog.String("provider_key", b.prov.Key), slog.Int("attempt", b.attempt),
 		slog.Int("upstream_latency_ms", latencyMS), slog.Bool("probe", b.probe), slog.String("trace_id", job.Args.TraceID))
 
 	var after error
@@ -287,7 +297,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		if err != nil {
 			return err
 		}
-		rec := s.record(t, b.attempt, b.startAt, job.Args.TraceID)
+		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, job.Args.TraceID)
 		now := b.startAt.Add(latency)
 		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
 		state := "succeeded"
@@ -310,13 +320,13 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		if err := replay.InsertTx(ctx, tx, rec); err != nil {
 			return err
 		}
-		jc, err := countJournal(ctx, tx, t.ID)
+		jc, err := countJournal(ctx, tx, t.ID, b.model.Name)
 		if err != nil {
 			return err
 		}
 
 		if pe == nil {
-			wasClosed, err := circuit.CloseTx(ctx, tx, s.cfg.ProviderKey)
+			wasClosed, err := circuit.CloseTx(ctx, tx, b.model.Provider)
 			if err != nil {
 				return err
 			}
@@ -329,7 +339,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 				return err
 			}
-			if err := s.finishSucceeded(ctx, tx, t, resp, jc.ambiguous); err != nil {
+			if err := s.finishSucceeded(ctx, tx, t, b.model, resp, jc.ambiguous); err != nil {
 				return err
 			}
 			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
@@ -356,7 +366,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			if pause <= 0 {
 				pause = s.cfg.RetryBase
 			}
-			wait, err := circuit.PauseTx(ctx, tx, s.cfg.ProviderKey, min(pause, s.cfg.RetryMax), string(pe.Class), pe.Code)
+			wait, err := circuit.PauseTx(ctx, tx, b.model.Provider, min(pause, s.cfg.RetryMax), string(pe.Class), pe.Code)
 			if err != nil {
 				return err
 			}
@@ -366,12 +376,16 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			after = river.JobSnooze(s.snooze(wait, left))
 			return requeue(&f)
 		case pe.Class == provider.ClassExhausted:
-			opened, err := circuit.OpenTx(ctx, tx, s.cfg.ProviderKey, s.cfg.ProbeEvery, string(pe.Class), pe.Code)
+			opened, err := circuit.OpenTx(ctx, tx, b.model.Provider, s.cfg.ProbeEvery, string(pe.Class), pe.Code)
 			if err != nil {
 				return err
 			}
 			if opened {
 				log.Error("ALERT provider key exhausted: circuit breaker opened; tasks stay queued until a probe succeeds")
+			}
+			// Another provider may serve the task meanwhile, if a fallback fits.
+			if switched, err := s.fallback(ctx, tx, job, t, b.model, log); err != nil || switched {
+				return err
 			}
 			f := failureFor(pe.Class, pe.Code, "")
 			f.Message = "Waiting: " + f.Message
@@ -386,6 +400,9 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		why := ""
 		if pe.Class == provider.ClassTransient {
 			why = "attempts"
+			if switched, err := s.fallback(ctx, tx, job, t, b.model, log); err != nil || switched {
+				return err
+			}
 		}
 		f := failureFor(pe.Class, pe.Code, why)
 		if err := s.finishFailed(ctx, tx, t, f, jc.ambiguous); err != nil {
@@ -420,7 +437,7 @@ func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state s
 // provider too; the documented rule is to add its worst case (the task's
 // reservation) and label the whole settlement possibly_charged, so finance
 // sees an upper bound rather than a silent undercount.
-func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *provider.Response, ambiguous int) error {
+func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, resp *provider.Response, ambiguous int) error {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
@@ -428,23 +445,18 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, resp *
 		u.Source = budget.SourceEstimated
 		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Content)
 	}
-	price, _ := s.cfg.Prices.Lookup(t.Model)
-	cost := price.Cost(u.InputTokens, u.OutputTokens)
+	cost := m.Price().Cost(u.InputTokens, u.OutputTokens)
 	if ambiguous > 0 {
 		u.Source = budget.SourcePossiblyCharged
 		cost += int64(ambiguous) * t.ReservedMicros
 	}
 	if _, err := budget.SettleTx(ctx, tx, budget.Settlement{
-		TaskID: t.ID, Model: t.Model, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		TaskID: t.ID, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
 	}); err != nil {
 		return err
 	}
-	model := resp.Model
-	if model == "" {
-		model = t.Model
-	}
-	res := Result{Output: resp.Content, Model: model, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
+	res := Result{Output: resp.Content, Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
 	return finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
 }
 
@@ -490,4 +502,55 @@ func lockTask(ctx context.Context, tx pgx.Tx, id string) (Task, error) {
 		return Task{}, ErrNotFound
 	}
 	return t, err
+}
+
+// modelOf resolves the model the task currently runs on.
+func (s *Service) modelOf(t Task) (catalog.Model, catalog.Provider, error) {
+	m, _, err := s.cfg.Catalog.Resolve(t.Model)
+	if err != nil {
+		return catalog.Model{}, catalog.Provider{}, err
+	}
+	prov, ok := s.cfg.Catalog.Provider(m.Provider)
+	if !ok {
+		return catalog.Model{}, catalog.Provider{}, fmt.Errorf("tasks: model %q names unknown provider key %q", m.Name, m.Provider)
+	}
+	return m, prov, nil
+}
+
+// fallback moves the task to the next model of its chain that fits the
+// request and whose provider key's breaker is not open: the task is
+// requeued on that model's provider queue (a new job in this transaction)
+// and the current job completes. It reports whether it switched.
+func (s *Service) fallback(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs], t Task, current catalog.Model, log *slog.Logger) (bool, error) {
+	requested, _, err := s.cfg.Catalog.Resolve(t.Request.Model)
+	if err != nil {
+		return false, nil
+	}
+	chain := s.cfg.Catalog.Chain(requested)
+	at := slices.IndexFunc(chain, func(m catalog.Model) bool { return m.Name == current.Name })
+	in, out := estimateInput(t.Request.Messages), int64(s.maxTokens(t.Request))
+	for _, next := range chain[at+1:] {
+		if !next.Fits(in, out) {
+			continue
+		}
+		mode, err := circuit.ModeTx(ctx, tx, next.Provider)
+		if err != nil {
+			return false, err
+		}
+		if mode == circuit.Open {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET model = $2, status = 'queued', error = NULL, updated_at = now() WHERE id = $1`, t.ID, next.Name); err != nil {
+			return false, err
+		}
+		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: job.Args.TraceID}, &river.InsertOpts{Queue: queueFor(next.Provider)}); err != nil {
+			return false, err
+		}
+		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+			return false, err
+		}
+		log.Warn("falling back to the next model of the chain", slog.String("fallback_model", next.Name), slog.String("fallback_provider_key", next.Provider))
+		return true, nil
+	}
+	return false, nil
 }

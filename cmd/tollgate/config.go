@@ -9,7 +9,20 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/catalog"
 )
+
+// providersForLog lists provider keys without their credentials.
+func providersForLog(c *catalog.Catalog) []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range c.Providers {
+		out = append(out, fmt.Sprintf("%s(%s, %s, key set: %v)", p.Key, p.Kind, redactURL(p.BaseURL), p.APIKey != ""))
+	}
+	return out
+}
 
 // config is every setting of `tollgate serve`, read once from the
 // environment and logged at start-up with secrets masked.
@@ -25,8 +38,9 @@ type config struct {
 	MaxAttempts      int
 	DefaultMaxTokens int
 	Workers          int
-	Prices           budget.Prices
 	PricesSpec       string
+	ConfigFile       string
+	Catalog          *catalog.Catalog
 }
 
 const (
@@ -58,7 +72,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	c.MaxBodyBytes = int64(mb)
-	if c.MaxAttempts, err = intVar(getenv, "TOLLGATE_MAX_ATTEMPTS", 5, 1, 50); err != nil {
+	if c.MaxAttempts, err = intVar(getenv, "TOLLGATE_MAX_ATTEMPTS", 4, 1, 50); err != nil {
 		return c, err
 	}
 	if c.DefaultMaxTokens, err = intVar(getenv, "TOLLGATE_DEFAULT_MAX_TOKENS", 1024, 1, 1_000_000); err != nil {
@@ -67,8 +81,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Workers, err = intVar(getenv, "TOLLGATE_WORKERS", 100, 1, 10_000); err != nil {
 		return c, err
 	}
-	if c.Prices, err = budget.ParsePrices(c.PricesSpec, budget.DefaultPrice); err != nil {
-		return c, fmt.Errorf("TOLLGATE_PRICES: %w", err)
+	c.ConfigFile = getenv("TOLLGATE_CONFIG")
+	if c.ConfigFile != "" {
+		if c.Catalog, err = catalog.Load(c.ConfigFile, getenv); err != nil {
+			return c, fmt.Errorf("TOLLGATE_CONFIG: %w", err)
+		}
+	} else {
+		prices, err := budget.ParsePrices(c.PricesSpec)
+		if err != nil {
+			return c, fmt.Errorf("TOLLGATE_PRICES: %w", err)
+		}
+		if c.Catalog, err = catalog.FromEnv(getenv, prices, budget.DefaultPrice); err != nil {
+			return c, err
+		}
 	}
 	if c.ModelBaseURL != "" {
 		if u, err := url.Parse(c.ModelBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -91,7 +116,9 @@ func (c config) logValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Int("max_attempts", c.MaxAttempts),
 		slog.Int("workers", c.Workers),
+		slog.String("config_file", c.ConfigFile),
 		slog.String("prices", c.PricesSpec),
+		slog.Any("providers", providersForLog(c.Catalog)),
 	)
 }
 

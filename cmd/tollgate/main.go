@@ -4,6 +4,7 @@
 //	tollgate migrate up|down [N]|version manage the database schema
 //	tollgate keys create --owner O --role client|support|finance|admin
 //	tollgate budget set --owner O --total-micros N
+//	tollgate classify --provider P --status N [--header 'Name: value']…  classify an error body from stdin
 //	tollgate fakeprovider                run the deterministic fake model provider
 //
 // Configuration comes from the environment; see README.md.
@@ -21,7 +22,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "tollgate:", err)
 		os.Exit(1)
 	}
@@ -32,12 +33,13 @@ const usage = `usage:
   tollgate migrate up|down [N]|version
   tollgate keys create --owner OWNER --role client|support|finance|admin
   tollgate budget set --owner OWNER --total-micros N
+  tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
   tollgate fakeprovider
 `
 
 // run is the whole program; main only wires the process to it, so tests
 // can run every subcommand in-process.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command given")
@@ -51,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return keysCmd(ctx, args[1:], getenv, stdout)
 	case "budget":
 		return budgetCmd(ctx, args[1:], getenv, stdout)
+	case "classify":
+		return classifyCmd(args[1:], stdin, stdout)
 	case "fakeprovider":
 		return fakeProvider(ctx, getenv, stderr)
 	case "help", "-h", "--help":

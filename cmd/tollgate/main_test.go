@@ -74,7 +74,7 @@ func TestServeEndToEnd(t *testing.T) {
 	ctx := context.Background()
 
 	var out, errb bytes.Buffer
-	if err := run(ctx, []string{"keys", "create", "--owner", "acme", "--role", "client"}, getenv, &out, &errb); err != nil {
+	if err := run(ctx, []string{"keys", "create", "--owner", "acme", "--role", "client"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
 		t.Fatalf("keys create: %v\nstderr: %s", err, errb.String())
 	}
 	key, ok := strings.CutSuffix(out.String(), "\n")
@@ -83,7 +83,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := run(ctx, []string{"budget", "set", "--owner", "acme", "--total-micros", "1000000"}, getenv, &out, &errb); err != nil {
+	if err := run(ctx, []string{"budget", "set", "--owner", "acme", "--total-micros", "1000000"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
 		t.Fatalf("budget set: %v\nstderr: %s", err, errb.String())
 	}
 	if want := "owner=acme total_micros=1000000 reserved_micros=0 spent_micros=0 available_micros=1000000\n"; out.String() != want {
@@ -93,7 +93,7 @@ func TestServeEndToEnd(t *testing.T) {
 	serveCtx, stop := context.WithCancel(ctx)
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(serveCtx, []string{"serve"}, getenv, io.Discard, logs) }()
+	go func() { done <- run(serveCtx, []string{"serve"}, getenv, strings.NewReader(""), io.Discard, logs) }()
 	stopped := false
 	// Stop the server before testdb drops its database, also when the test
 	// fails half-way.
@@ -231,7 +231,7 @@ func TestRunCommands(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), tt.args, getenv, &stdout, &stderr)
+			err := run(context.Background(), tt.args, getenv, strings.NewReader(""), &stdout, &stderr)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("run(%q) = %v; want nil\nstderr: %s", tt.args, err, stderr.String())

@@ -16,7 +16,6 @@ import (
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/migrations"
-	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/server"
@@ -59,22 +58,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	}
 	defer pool.Close()
 
-	baseURL, providerName := cfg.ModelBaseURL, "openai"
-	if baseURL == "" {
+	fakeRoot := ""
+	if cfg.Catalog.UsesFake() {
 		fp, addr, err := startFake(log)
 		if err != nil {
 			return err
 		}
 		defer fp.stop()
-		baseURL, providerName = "http://"+addr+"/v1", "fake"
-		log.Warn("MODEL_BASE_URL is not set: ALL MODEL OUTPUTS ARE FAKE, served by the in-process fake provider",
+		fakeRoot = "http://" + addr
+		log.Warn("a provider points at the in-process fake provider (MODEL_BASE_URL unset or base_url: fake): ALL ITS MODEL OUTPUTS ARE FAKE",
 			slog.String("fake_provider_addr", addr))
 	}
-	client := provider.NewOpenAI(baseURL, cfg.ModelAPIKey, &http.Client{})
-
+	clients, err := cfg.Catalog.Clients(&http.Client{}, fakeRoot)
+	if err != nil {
+		return err
+	}
 	svc, err := tasks.New(pool, tasks.Config{
-		Provider: client, ProviderName: providerName, DefaultModel: cfg.ModelName,
-		DefaultMaxTokens: cfg.DefaultMaxTokens, Prices: cfg.Prices, RequestTimeout: cfg.RequestTimeout,
+		Catalog: cfg.Catalog, Clients: clients,
+		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
 		FetchCooldown: 20 * time.Millisecond,
 	})

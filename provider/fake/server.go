@@ -10,7 +10,8 @@ import (
 // maxRequestBytes bounds what the fake reads from one request.
 const maxRequestBytes = 8 << 20
 
-// Scripted is one canned answer to a chat completion call.
+// Scripted is one canned answer to a model call, served as is on whichever
+// endpoint takes it from the queue.
 type Scripted struct {
 	Status  int               `json:"status"` // 0 means 200
 	Headers map[string]string `json:"headers"`
@@ -22,10 +23,10 @@ type Scripted struct {
 	Hang bool `json:"hang"`
 }
 
-// Call is one chat completion call the fake received.
+// Call is one model call the fake received, on any endpoint.
 type Call struct {
 	ReceivedAt     time.Time `json:"received_at"`
-	Model          string    `json:"model"` // "" when the body did not parse
+	Model          string    `json:"model"` // from the body, or the path for Workers AI; "" when the body did not parse
 	IdempotencyKey string    `json:"idempotency_key"`
 }
 
@@ -64,6 +65,8 @@ func New(opts ...Option) *Server {
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/messages", s.handleMessages)
+	mux.HandleFunc("POST /client/v4/accounts/{account}/ai/run/{model...}", s.handleWorkersAI)
 	mux.HandleFunc("POST /_fake/script", s.handleScript)
 	mux.HandleFunc("GET /_fake/calls", s.handleCalls)
 	mux.HandleFunc("POST /_fake/reset", s.handleReset)
@@ -75,8 +78,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Script appends responses to the queue; each chat completion call takes the
-// first one. A status outside 200-599 is answered with a 500 that says so.
+// Script appends responses to the queue, which all endpoints share; each
+// model call takes the first one. A status outside 200-599 is answered with a
+// 500 that says so.
 func (s *Server) Script(rs ...Scripted) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,7 +94,7 @@ func (s *Server) Calls() []Call {
 	return append([]Call{}, s.calls...)
 }
 
-// CallCount returns the number of chat completion calls received.
+// CallCount returns the number of model calls received, on all endpoints.
 func (s *Server) CallCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,7 +173,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers in the OpenAI error shape.
+// writeError answers in the OpenAI error shape; the control API uses it too.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	type detail struct {
 		Message string  `json:"message"`

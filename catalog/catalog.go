@@ -1,0 +1,311 @@
+// Package catalog owns what Tollgate can call: provider accounts (each a
+// provider key: a kind of wire format, an endpoint and a credential) and the
+// models clients may name, with their prices, capabilities and fallbacks.
+//
+// It comes from a YAML file (TOLLGATE_CONFIG) or, with no file, from the
+// zero-config environment path (MODEL_PROVIDER, MODEL_BASE_URL, ...), which
+// yields one provider key named "default" that passes any model name
+// through. Secrets never live in the file: a provider names the environment
+// variable that holds its key. Loading validates everything and names the
+// offending entry, so a bad file fails at start-up, not at the first call.
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/provider"
+)
+
+// Provider is one provider account.
+type Provider struct {
+	Key       string `yaml:"key"`         // names the account: its queue, gate and breaker
+	Kind      string `yaml:"kind"`        // openai, anthropic or cloudflare
+	BaseURL   string `yaml:"base_url"`    // "" for the provider's public endpoint
+	APIKeyEnv string `yaml:"api_key_env"` // environment variable holding the credential
+	AccountID string `yaml:"account_id"`  // cloudflare only
+	// APIKey is resolved from APIKeyEnv at load; never logged.
+	APIKey string `yaml:"-"`
+}
+
+// Model is a name clients may use, and where and at what price it runs.
+type Model struct {
+	Name          string `yaml:"name"`
+	Provider      string `yaml:"provider"`       // a Provider.Key
+	ProviderModel string `yaml:"provider_model"` // the provider's own name; defaults to Name
+	// Prices in integer micro-units per million tokens.
+	InputMicrosPerMTok  int64 `yaml:"input_micros_per_mtok"`
+	OutputMicrosPerMTok int64 `yaml:"output_micros_per_mtok"`
+	// Capabilities, checked before a fallback is used.
+	ContextWindow int  `yaml:"context_window"` // tokens, input plus output; 0 = unknown (no limit checked)
+	JSONSchema    bool `yaml:"json_schema"`
+	Tools         bool `yaml:"tools"`
+	// Fallback lists models to try, in order, when this one is unavailable.
+	Fallback []string `yaml:"fallback"`
+}
+
+// Price is the model's price.
+func (m Model) Price() budget.Price {
+	return budget.Price{InputPerMTok: m.InputMicrosPerMTok, OutputPerMTok: m.OutputMicrosPerMTok}
+}
+
+// Fits reports whether a request of the given size fits the model's context
+// window.
+func (m Model) Fits(inputTokens, maxTokens int64) bool {
+	return m.ContextWindow == 0 || inputTokens+maxTokens <= int64(m.ContextWindow)
+}
+
+// Catalog is the whole configuration of providers and models.
+type Catalog struct {
+	Providers    []Provider `yaml:"providers"`
+	Models       []Model    `yaml:"models"`
+	DefaultModel string     `yaml:"default_model"`
+	// PassThrough: models not listed run on the first provider at the
+	// default price (the zero-config path). A file may enable it too.
+	PassThrough bool `yaml:"pass_through"`
+	// DefaultPrice applies to pass-through models.
+	DefaultInputMicrosPerMTok  int64 `yaml:"default_input_micros_per_mtok"`
+	DefaultOutputMicrosPerMTok int64 `yaml:"default_output_micros_per_mtok"`
+}
+
+var keyFormat = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ErrUnknownModel is returned by Resolve for a model the catalog does not
+// list when pass-through is off.
+var ErrUnknownModel = errors.New("catalog: unknown model")
+
+// Load reads and validates a catalog file. Provider credentials are read
+// from the environment variables the file names, through getenv.
+func Load(path string, getenv func(string) string) (*Catalog, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return Parse(raw, getenv)
+}
+
+// Parse is Load for bytes already read.
+func Parse(raw []byte, getenv func(string) string) (*Catalog, error) {
+	var c Catalog
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if err := c.resolve(getenv); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// FromEnv builds the zero-config catalog: one provider key "default" of
+// kind MODEL_PROVIDER (default openai), models passed through, prices from
+// TOLLGATE_PRICES (given here already parsed as named prices).
+func FromEnv(getenv func(string) string, prices map[string]budget.Price, deflt budget.Price) (*Catalog, error) {
+	kind := getenv("MODEL_PROVIDER")
+	if kind == "" {
+		kind = "openai"
+	}
+	c := Catalog{
+		Providers: []Provider{{
+			Key: "default", Kind: kind, BaseURL: orFake(getenv("MODEL_BASE_URL")), APIKeyEnv: "MODEL_API_KEY",
+			AccountID: getenv("CLOUDFLARE_ACCOUNT_ID"),
+		}},
+		DefaultModel:               getenv("MODEL_NAME"),
+		PassThrough:                true,
+		DefaultInputMicrosPerMTok:  deflt.InputPerMTok,
+		DefaultOutputMicrosPerMTok: deflt.OutputPerMTok,
+	}
+	if c.DefaultModel == "" {
+		c.DefaultModel = "gpt-4o-mini"
+	}
+	names := make([]string, 0, len(prices))
+	for name := range prices {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := prices[name]
+		c.Models = append(c.Models, Model{Name: name, Provider: "default", InputMicrosPerMTok: p.InputPerMTok, OutputMicrosPerMTok: p.OutputPerMTok})
+	}
+	if err := c.resolve(getenv); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Catalog) resolve(getenv func(string) string) error {
+	if len(c.Providers) == 0 {
+		return errors.New("catalog: at least one provider is required")
+	}
+	keys := map[string]bool{}
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		where := fmt.Sprintf("catalog: providers[%d] (%q)", i, p.Key)
+		switch {
+		case !keyFormat.MatchString(p.Key):
+			return fmt.Errorf("%s: key must be 1-63 lowercase letters, digits, '_' or '-'", where)
+		case keys[p.Key]:
+			return fmt.Errorf("%s: duplicate key", where)
+		case p.Kind != "openai" && p.Kind != "anthropic" && p.Kind != "cloudflare":
+			return fmt.Errorf("%s: kind must be openai, anthropic or cloudflare, not %q", where, p.Kind)
+		case p.Kind == "cloudflare" && p.AccountID == "":
+			return fmt.Errorf("%s: cloudflare needs account_id (CLOUDFLARE_ACCOUNT_ID on the zero-config path)", where)
+		}
+		keys[p.Key] = true
+		if p.APIKeyEnv != "" {
+			p.APIKey = getenv(p.APIKeyEnv)
+		}
+	}
+	names := map[string]*Model{}
+	for i := range c.Models {
+		m := &c.Models[i]
+		where := fmt.Sprintf("catalog: models[%d] (%q)", i, m.Name)
+		switch {
+		case m.Name == "" || len(m.Name) > 200:
+			return fmt.Errorf("%s: name must be 1-200 characters", where)
+		case names[m.Name] != nil:
+			return fmt.Errorf("%s: duplicate name", where)
+		case !keys[m.Provider]:
+			return fmt.Errorf("%s: provider %q is not a provider key", where, m.Provider)
+		case m.InputMicrosPerMTok < 0 || m.OutputMicrosPerMTok < 0:
+			return fmt.Errorf("%s: prices must be >= 0", where)
+		case m.ContextWindow < 0:
+			return fmt.Errorf("%s: context_window must be >= 0", where)
+		}
+		if m.ProviderModel == "" {
+			m.ProviderModel = m.Name
+		}
+		names[m.Name] = m
+	}
+	for _, m := range c.Models {
+		for _, f := range m.Fallback {
+			if names[f] == nil || f == m.Name {
+				return fmt.Errorf("catalog: model %q: fallback %q is not another listed model", m.Name, f)
+			}
+		}
+	}
+	if c.DefaultModel == "" && len(c.Models) > 0 {
+		c.DefaultModel = c.Models[0].Name
+	}
+	if c.DefaultModel == "" {
+		return errors.New("catalog: default_model is required")
+	}
+	if names[c.DefaultModel] == nil && !c.PassThrough {
+		return fmt.Errorf("catalog: default_model %q is not a listed model", c.DefaultModel)
+	}
+	if c.DefaultInputMicrosPerMTok == 0 && c.DefaultOutputMicrosPerMTok == 0 {
+		c.DefaultInputMicrosPerMTok, c.DefaultOutputMicrosPerMTok = budget.DefaultPrice.InputPerMTok, budget.DefaultPrice.OutputPerMTok
+	}
+	return nil
+}
+
+// Resolve returns the model a client's name refers to ("" for the default).
+// An unlisted name is served on the first provider at the default price
+// when pass-through is on, and is ErrUnknownModel otherwise. priced reports
+// whether the price is configured rather than the default.
+func (c *Catalog) Resolve(name string) (m Model, priced bool, err error) {
+	if name == "" {
+		name = c.DefaultModel
+	}
+	for _, x := range c.Models {
+		if x.Name == name {
+			return x, true, nil
+		}
+	}
+	if !c.PassThrough {
+		return Model{}, false, fmt.Errorf("%w: %q", ErrUnknownModel, name)
+	}
+	return Model{
+		Name: name, Provider: c.Providers[0].Key, ProviderModel: name,
+		InputMicrosPerMTok: c.DefaultInputMicrosPerMTok, OutputMicrosPerMTok: c.DefaultOutputMicrosPerMTok,
+	}, false, nil
+}
+
+// Provider returns the provider with the key.
+func (c *Catalog) Provider(key string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Key == key {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// Chain returns the model followed by its fallbacks, depth first, each model
+// once: the order in which a task may try them.
+func (c *Catalog) Chain(m Model) []Model {
+	out := []Model{m}
+	seen := map[string]bool{m.Name: true}
+	var walk func(Model)
+	walk = func(x Model) {
+		for _, f := range x.Fallback {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			fm, _, err := c.Resolve(f)
+			if err != nil {
+				continue
+			}
+			out = append(out, fm)
+			walk(fm)
+		}
+	}
+	walk(m)
+	return out
+}
+
+// FakeBaseURL is the base_url that points a provider at the in-process fake
+// provider: for demos and tests, never for real traffic.
+const FakeBaseURL = "fake"
+
+// UsesFake reports whether any provider points at the in-process fake.
+func (c *Catalog) UsesFake() bool {
+	for _, p := range c.Providers {
+		if p.BaseURL == FakeBaseURL {
+			return true
+		}
+	}
+	return false
+}
+
+// Clients builds one client per provider key. fakeRoot is the root URL of
+// the in-process fake provider (http://host:port), used by providers whose
+// base_url is "fake".
+func (c *Catalog) Clients(hc *http.Client, fakeRoot string) (map[string]provider.Client, error) {
+	out := make(map[string]provider.Client, len(c.Providers))
+	for _, p := range c.Providers {
+		base := p.BaseURL
+		if base == FakeBaseURL {
+			if fakeRoot == "" {
+				return nil, fmt.Errorf("catalog: provider %q uses the fake provider, but none is running", p.Key)
+			}
+			base = fakeRoot
+			if p.Kind == provider.KindOpenAI {
+				base += "/v1"
+			}
+		}
+		client, err := provider.New(p.Kind, provider.Options{BaseURL: base, APIKey: p.APIKey, AccountID: p.AccountID, HTTPClient: hc})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: provider %q: %w", p.Key, err)
+		}
+		out[p.Key] = client
+	}
+	return out, nil
+}
+
+func orFake(base string) string {
+	if base == "" {
+		return FakeBaseURL
+	}
+	return base
+}
