@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/internal/contract"
 	"github.com/tollgate/tollgate/internal/testdb"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/server"
@@ -109,7 +111,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := metrics.New()
+	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
 	svc, err := tasks.New(pool, tasks.Config{
+		Metrics:        m,
 		Catalog:        cat,
 		Clients:        clients,
 		RequestTimeout: o.requestTimeout,
@@ -133,7 +138,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	h := server.New(server.Deps{
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool),
-		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody,
+		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

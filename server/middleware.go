@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/metrics"
 )
 
 const (
@@ -85,4 +86,23 @@ func authenticate(keys *accounts.Store) echo.MiddlewareFunc {
 func principalOf(c echo.Context) accounts.Principal {
 	p, _ := c.Get(ctxPrincipal).(accounts.Principal)
 	return p
+}
+
+// countRequests counts every request by route pattern (never the raw path,
+// which holds ids), method and final status.
+func countRequests(m *metrics.Metrics) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			if err != nil {
+				c.Error(err) // render the problem now, so its status is counted
+			}
+			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
+			m.HTTPRequest(route, c.Request().Method, c.Response().Status)
+			return nil
+		}
+	}
 }

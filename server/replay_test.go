@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/provider/fake"
 )
 
 func TestReplayServesTheStoredRecordWithoutCallingTheModel(t *testing.T) {
@@ -135,5 +137,36 @@ func TestHealthAndReadiness(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotFound || res.Header.Get("Content-Type") != "application/problem+json" {
 		t.Errorf("unknown route: %d %s, want a 404 problem", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
+func TestMetricsCountProviderCallsByClassAndFlagUnclassifiedErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	// An HTML error page: no code, no type, classified by its status alone.
+	e.fake.Script(fake.Scripted{Status: 502, Headers: map[string]string{"Content-Type": "text/html"}, Body: "<html><body>Bad Gateway</body></html>"})
+	r := e.post(key, "k", taskBody("abcdefgh", 10), nil)
+	e.waitFinished(key, r.task(t).ID)
+
+	res := e.do(http.MethodGet, "/metrics", "", nil, nil)
+	if res.status != http.StatusOK {
+		t.Fatalf("/metrics: %d", res.status)
+	}
+	body := string(res.body)
+	for _, want := range []string{
+		`tollgate_provider_calls_total{class="transient",model="test-model",provider_key="default"} 1`,
+		`tollgate_provider_calls_total{class="success",model="test-model",provider_key="default"} 1`,
+		`tollgate_provider_unclassified_errors_total{provider_key="default",status="502"} 1`,
+		`tollgate_tasks_finished_total{code="",status="succeeded"} 1`,
+		`tollgate_tasks_created_total{outcome="created"} 1`,
+		`tollgate_http_requests_total{method="POST",route="/v1/tasks",status="202"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, key) || strings.Contains(body, "abcdefgh") {
+		t.Error("/metrics exposes a key or prompt text")
 	}
 }

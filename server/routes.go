@@ -1,11 +1,15 @@
 package server
 
-import "github.com/labstack/echo/v4"
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
 
 // routes registers the whole API surface. Keep it in step with openapi.yaml.
 func routes(e *echo.Echo, d *Deps) {
 	e.GET("/healthz", healthz)
 	e.GET("/readyz", readyz(d))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
 
 	v1 := e.Group("/v1", authenticate(d.Accounts))
 	v1.POST("/tasks", createTask(d))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -25,6 +26,8 @@ type Deps struct {
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N. Default 60s.
 	MaxWait time.Duration
+	// Metrics is served at /metrics; nil serves an empty registry.
+	Metrics *metrics.Metrics
 }
 
 // New returns the HTTP handler with every route registered.
@@ -41,7 +44,10 @@ func New(d Deps) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Logger)
-	e.Use(traceID, recoverPanics)
+	if d.Metrics == nil {
+		d.Metrics = metrics.New()
+	}
+	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
 	routes(e, &d)
 	return e
 }

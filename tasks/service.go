@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 )
 
@@ -45,6 +46,7 @@ type Config struct {
 	RescueAfter      time.Duration // running jobs older than this are retried; default 1h
 	BuildVersion     string
 	Logger           *slog.Logger
+	Metrics          *metrics.Metrics // nil records nothing
 	Now              func() time.Time // latency measurement; default time.Now
 }
 
@@ -252,11 +254,19 @@ func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Re
 		out = Created{Task: t}
 		return nil
 	})
-	if err != nil {
-		if errors.Is(err, ErrIdempotencyKeyReused) || errors.Is(err, budget.ErrInsufficient) {
-			return Created{}, err
-		}
+	switch {
+	case errors.Is(err, ErrIdempotencyKeyReused):
+		s.cfg.Metrics.TaskSubmitted("conflict")
+		return Created{}, err
+	case errors.Is(err, budget.ErrInsufficient):
+		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
+		return Created{}, err
+	case err != nil:
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
+	case out.Replayed:
+		s.cfg.Metrics.TaskSubmitted("replayed")
+	default:
+		s.cfg.Metrics.TaskSubmitted("created")
 	}
 	if !out.Replayed {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task created",

@@ -128,6 +128,7 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 // an ambiguous attempt. It returns the begun attempt, or nil and what the
 // job should do instead (nil when the task is finished, or a snooze).
 func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (begun *begunAttempt, after, err error) {
+	var final *outcome
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, job.Args.TaskID)
 		if errors.Is(err, ErrNotFound) || (err == nil && t.Status.Final()) {
@@ -138,9 +139,13 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 		if err != nil {
 			return err
 		}
+		fail := func(f Failure, jc journalCounts) error {
+			final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt}
+			return s.endJob(ctx, tx, job, t, f, jc)
+		}
 		m, prov, err := s.modelOf(t)
 		if err != nil {
-			return s.endJob(ctx, tx, job, t, failureFor("internal", "", ""), journalCounts{})
+			return fail(failureFor("internal", "", ""), journalCounts{})
 		}
 		if err := s.markInterrupted(ctx, tx, t, m, prov, job.Args.TraceID); err != nil {
 			return err
@@ -159,11 +164,11 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 		}
 		switch {
 		case left <= 0:
-			return s.endJob(ctx, tx, job, t, failureFor(lastClass, jc.lastCode, "deadline"), jc)
+			return fail(failureFor(lastClass, jc.lastCode, "deadline"), jc)
 		case jc.ambiguous > max(s.cfg.AmbiguousRetries, 0):
-			return s.endJob(ctx, tx, job, t, failureFor(provider.ClassAmbiguous, "", ""), jc)
+			return fail(failureFor(provider.ClassAmbiguous, "", ""), jc)
 		case jc.counted >= s.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts:
-			return s.endJob(ctx, tx, job, t, failureFor(lastClass, jc.lastCode, "attempts"), jc)
+			return fail(failureFor(lastClass, jc.lastCode, "attempts"), jc)
 		}
 
 		gate, err := circuit.AdmitTx(ctx, tx, m.Provider, s.cfg.ProbeEvery)
@@ -201,6 +206,7 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 	if err != nil {
 		return nil, nil, fmt.Errorf("tasks: begin attempt: %w", err)
 	}
+	s.observe(final)
 	return begun, after, nil
 }
 
@@ -292,6 +298,8 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		slog.Int("upstream_latency_ms", latencyMS), slog.Bool("probe", b.probe), slog.String("trace_id", job.Args.TraceID))
 
 	var after error
+	var final *outcome
+	breakerOpened := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, b.task.ID)
 		if err != nil {
@@ -342,6 +350,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			if err := s.finishSucceeded(ctx, tx, t, b.model, resp, jc.ambiguous); err != nil {
 				return err
 			}
+			final = &outcome{status: StatusSucceeded, created: t.CreatedAt}
 			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
 			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
@@ -380,6 +389,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			if err != nil {
 				return err
 			}
+			breakerOpened = opened
 			if opened {
 				log.Error("ALERT provider key exhausted: circuit breaker opened; tasks stay queued until a probe succeeds")
 			}
@@ -408,6 +418,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		if err := s.finishFailed(ctx, tx, t, f, jc.ambiguous); err != nil {
 			return err
 		}
+		final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt}
 		log.Info("task finished", slog.String("final_status", string(StatusFailed)), slog.String("code", f.Code))
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
@@ -415,7 +426,42 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 	if err != nil {
 		return fmt.Errorf("tasks: record outcome: %w", err)
 	}
+	class, status, unclassified := "success", 0, false
+	if pe != nil {
+		class, status, unclassified = string(pe.Class), pe.Status, pe.Unclassified()
+		if unclassified {
+			log.Warn("provider error matched no rule; classified by status alone", slog.String("class", class), slog.Int("provider_status", status))
+		}
+	}
+	s.cfg.Metrics.ProviderCall(b.model.Provider, s.modelLabel(b.model.Name), class, unclassified, status, latency)
+	if breakerOpened {
+		s.cfg.Metrics.BreakerOpened(b.model.Provider)
+	}
+	s.observe(final)
 	return after
+}
+
+// outcome is a task's end, recorded on metrics once its transaction has
+// committed.
+type outcome struct {
+	status  Status
+	code    string
+	created time.Time
+}
+
+func (s *Service) observe(o *outcome) {
+	if o != nil {
+		s.cfg.Metrics.TaskFinished(string(o.status), o.code, s.cfg.Now().Sub(o.created))
+	}
+}
+
+// modelLabel keeps metric labels to configured model names; pass-through
+// names chosen by clients become "other".
+func (s *Service) modelLabel(name string) string {
+	if _, priced, err := s.cfg.Catalog.Resolve(name); err == nil && priced {
+		return name
+	}
+	return "other"
 }
 
 func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state string, pe *provider.Error) error {

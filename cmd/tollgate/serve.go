@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/migrations"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
@@ -73,8 +74,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
+	m := metrics.New()
+	m.WatchDatabase(pool, log)
 	svc, err := tasks.New(pool, tasks.Config{
-		Catalog: cfg.Catalog, Clients: clients,
+		Catalog: cfg.Catalog, Clients: clients, Metrics: m,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
 		FetchCooldown: 20 * time.Millisecond,
@@ -84,7 +87,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	}
 	handler := server.New(server.Deps{
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool),
-		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
+		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)

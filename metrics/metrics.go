@@ -1,0 +1,189 @@
+// Package metrics owns Tollgate's Prometheus metrics: what operators watch
+// and alert on.
+//
+// Every label value comes from a closed set (routes, statuses, provider
+// keys and models from the configuration, failure classes), never from
+// client input, so cardinality stays bounded and nothing a client sends,
+// let alone a prompt or a key, can reach a label. All methods are safe on a
+// nil *Metrics, so code paths can record unconditionally.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics holds the collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	httpRequests    *prometheus.CounterVec
+	providerCalls   *prometheus.CounterVec
+	unclassified    *prometheus.CounterVec
+	upstreamLatency *prometheus.HistogramVec
+	tasksFinished   *prometheus.CounterVec
+	taskLatency     *prometheus.HistogramVec
+	breakerOpened   *prometheus.CounterVec
+	tasksCreated    *prometheus.CounterVec
+}
+
+// New registers every collector on a fresh registry, with Go runtime and
+// process metrics.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_http_requests_total", Help: "HTTP requests by route, method and status code.",
+		}, []string{"route", "method", "status"}),
+		providerCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_provider_calls_total", Help: "Provider calls by provider key, model and outcome class (success or a failure class).",
+		}, []string{"provider_key", "model", "class"}),
+		unclassified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_provider_unclassified_errors_total", Help: "Provider errors no code or message rule recognised (classified by status alone). Anything above zero deserves a look.",
+		}, []string{"provider_key", "status"}),
+		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tollgate_provider_call_seconds", Help: "Latency of provider calls.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120},
+		}, []string{"provider_key"}),
+		tasksFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_tasks_finished_total", Help: "Finished tasks by final status and failure code.",
+		}, []string{"status", "code"}),
+		taskLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tollgate_task_seconds", Help: "End-to-end task latency, creation to finish.",
+			Buckets: []float64{.1, .25, .5, 1, 2, 5, 10, 30, 60, 300, 900, 3600},
+		}, []string{"status"}),
+		breakerOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_breaker_opened_total", Help: "Times a provider key's circuit breaker opened (account exhausted).",
+		}, []string{"provider_key"}),
+		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded.",
+		}, []string{"outcome"}),
+	}
+	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
+		m.taskLatency, m.breakerOpened, m.tasksCreated,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// HTTPRequest counts one request. route is the route pattern, never the
+// raw path.
+func (m *Metrics) HTTPRequest(route, method string, status int) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+}
+
+// ProviderCall records one provider call. class is "success" or a failure
+// class; model must be a configured model name or "other".
+func (m *Metrics) ProviderCall(providerKey, model, class string, unclassified bool, status int, latency time.Duration) {
+	if m == nil {
+		return
+	}
+	m.providerCalls.WithLabelValues(providerKey, model, class).Inc()
+	m.upstreamLatency.WithLabelValues(providerKey).Observe(latency.Seconds())
+	if unclassified {
+		m.unclassified.WithLabelValues(providerKey, strconv.Itoa(status)).Inc()
+	}
+}
+
+// TaskFinished records a task's end.
+func (m *Metrics) TaskFinished(status, code string, age time.Duration) {
+	if m == nil {
+		return
+	}
+	m.tasksFinished.WithLabelValues(status, code).Inc()
+	m.taskLatency.WithLabelValues(status).Observe(age.Seconds())
+}
+
+// TaskSubmitted records a POST's outcome.
+func (m *Metrics) TaskSubmitted(outcome string) {
+	if m == nil {
+		return
+	}
+	m.tasksCreated.WithLabelValues(outcome).Inc()
+}
+
+// BreakerOpened records a breaker opening.
+func (m *Metrics) BreakerOpened(providerKey string) {
+	if m == nil {
+		return
+	}
+	m.breakerOpened.WithLabelValues(providerKey).Inc()
+}
+
+// WatchDatabase adds gauges read from the database at scrape time: queue
+// depth and oldest waiting task per provider key, and each key's gate
+// state. Reading at scrape time keeps them right across every instance
+// sharing the database.
+func (m *Metrics) WatchDatabase(pool *pgxpool.Pool, log *slog.Logger) {
+	m.Registry.MustRegister(&dbCollector{pool: pool, log: log})
+}
+
+var (
+	queueDepthDesc = prometheus.NewDesc("tollgate_queue_depth", "Tasks waiting (queued or snoozed) per provider key.", []string{"provider_key"}, nil)
+	oldestDesc     = prometheus.NewDesc("tollgate_queue_oldest_seconds", "Age of the oldest unfinished task per provider key.", []string{"provider_key"}, nil)
+	gateDesc       = prometheus.NewDesc("tollgate_provider_key_state", "Gate state per provider key: 1 for the current state (closed, paused, open).", []string{"provider_key", "state"}, nil)
+)
+
+type dbCollector struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- oldestDesc
+	ch <- gateDesc
+}
+
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `
+		SELECT substr(queue, length('provider_') + 1), count(*),
+		       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)
+		FROM river_job
+		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') AND queue LIKE 'provider\_%'
+		GROUP BY queue`)
+	if err != nil {
+		c.log.Warn("metrics: queue depth query failed", slog.String("error", err.Error()))
+		return
+	}
+	for rows.Next() {
+		var key string
+		var n int64
+		var oldest float64
+		if err := rows.Scan(&key, &n, &oldest); err != nil {
+			break
+		}
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), key)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, key)
+	}
+	rows.Close()
+	rows, err = c.pool.Query(ctx, `SELECT key, state FROM provider_keys`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key, state string
+		if err := rows.Scan(&key, &state); err != nil {
+			return
+		}
+		for _, s := range []string{"closed", "paused", "open"} {
+			v := 0.0
+			if s == state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(gateDesc, prometheus.GaugeValue, v, key, s)
+		}
+	}
+}
