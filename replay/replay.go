@@ -69,6 +69,34 @@ type Attempt struct {
 	LatencyMS     *int       `json:"latency_ms"`
 	TraceID       string     `json:"trace_id"`
 	BuildVersion  string     `json:"build_version"`
+
+	// A flat summary for support, derived when a record is read: the model
+	// name clients used, when the call left, and its outcome (unknown for an
+	// ambiguous attempt, which may or may not have run at the provider).
+	Model          string  `json:"model"`
+	SentAt         string  `json:"sent_at"`
+	Outcome        string  `json:"outcome"`
+	Class          *string `json:"class"`
+	Code           *string `json:"code"`
+	ProviderStatus *int    `json:"provider_status"`
+}
+
+// summarise fills the derived fields.
+func (a *Attempt) summarise() {
+	a.Model = a.Parameters.Model
+	a.SentAt = a.StartedAt.UTC().Format(time.RFC3339Nano)
+	switch a.State {
+	case "succeeded", "failed":
+		a.Outcome = a.State
+	default:
+		a.Outcome = "unknown"
+	}
+	if a.Error != nil {
+		a.Class, a.Code = &a.Error.Class, &a.Error.Code
+		if a.Error.ProviderStatus != 0 {
+			a.ProviderStatus = &a.Error.ProviderStatus
+		}
+	}
 }
 
 // InsertTx stores the record of a finished attempt in the caller's
@@ -119,6 +147,7 @@ func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) 
 		err := r.Scan(&a.TaskID, &a.Attempt, &a.OwnerID, &a.State, &a.Provider, &a.ProviderModel,
 			&a.Parameters, &a.TimeoutMS, &a.Response, &a.Error, &a.StartedAt, &a.FinishedAt, &a.LatencyMS,
 			&a.TraceID, &a.BuildVersion)
+		a.summarise()
 		return a, err
 	})
 	if err != nil {
