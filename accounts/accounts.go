@@ -59,9 +59,10 @@ func ValidOwner(s string) bool { return ownerFormat.MatchString(s) }
 
 // Principal is the authenticated caller of one request.
 type Principal struct {
-	KeyID   string
-	OwnerID string
-	Role    Role
+	KeyID    string
+	OwnerID  string
+	Role     Role
+	Workload string // the key's workload; its tasks also count against that workload's budget
 }
 
 // Store reads and writes owners and keys.
@@ -87,9 +88,13 @@ func EnsureOwnerTx(ctx context.Context, tx pgx.Tx, owner string) error {
 
 // CreateKey creates the owner if needed and a new key for it, returning the
 // key in clear. This is the only time the clear key exists anywhere.
-func (s *Store) CreateKey(ctx context.Context, owner string, role Role) (key string, err error) {
+// workload ("" for none) groups keys under a workload budget.
+func (s *Store) CreateKey(ctx context.Context, owner string, role Role, workload string) (key string, err error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return "", err
+	}
+	if workload != "" && !ValidOwner(workload) {
+		return "", fmt.Errorf("%w: workload %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, workload)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -101,8 +106,8 @@ func (s *Store) CreateKey(ctx context.Context, owner string, role Role) (key str
 		if err := EnsureOwnerTx(ctx, tx, owner); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (owner_id, role, key_hash, key_prefix) VALUES ($1, $2, $3, $4)`,
-			owner, string(role), digest[:], key[:len(keyPrefix)+4])
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (owner_id, role, key_hash, key_prefix, workload) VALUES ($1, $2, $3, $4, $5)`,
+			owner, string(role), digest[:], key[:len(keyPrefix)+4], workload)
 		return err
 	})
 	if err != nil {
@@ -120,8 +125,8 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 	var p Principal
 	var role string
 	err := s.pool.QueryRow(ctx,
-		`SELECT id::text, owner_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role)
+		`SELECT id::text, owner_id, role, workload FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role, &p.Workload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}

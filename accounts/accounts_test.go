@@ -16,7 +16,7 @@ func TestKeysAreStoredOnlyAsDigests(t *testing.T) {
 	pool, _ := testdb.NewPool(t)
 	store := accounts.NewStore(pool)
 
-	key, err := store.CreateKey(ctx, "acme", accounts.RoleSupport)
+	key, err := store.CreateKey(ctx, "acme", accounts.RoleSupport, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func TestCreateKeyValidates(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
 	store := accounts.NewStore(pool)
-	if _, err := store.CreateKey(context.Background(), "acme", "root"); !errors.Is(err, accounts.ErrInvalid) {
+	if _, err := store.CreateKey(context.Background(), "acme", "root", ""); !errors.Is(err, accounts.ErrInvalid) {
 		t.Errorf("bad role: %v, want ErrInvalid", err)
 	}
-	if _, err := store.CreateKey(context.Background(), "has space", accounts.RoleClient); err == nil {
+	if _, err := store.CreateKey(context.Background(), "has space", accounts.RoleClient, ""); err == nil {
 		t.Error("bad owner accepted")
 	}
 }

@@ -16,229 +16,308 @@ import (
 
 // Errors returned by this package.
 var (
-	// ErrInsufficient: the budget cannot cover the reservation. Nothing changed.
+	// ErrInsufficient: a budget cannot cover the reservation. Nothing changed.
 	ErrInsufficient = errors.New("budget: insufficient budget for the reservation")
 	// ErrBelowCommitted: a new total would be below what is already reserved
-	// plus spent.
+	// plus spent in the current period.
 	ErrBelowCommitted = errors.New("budget: total below reserved plus spent")
 	// ErrInvalid: an argument is out of range.
 	ErrInvalid = errors.New("budget: invalid")
-	// ErrNotFound: the owner has no budget.
+	// ErrNotFound: no such budget, or no open reservation.
 	ErrNotFound = errors.New("budget: not found")
 )
 
-// Budget is one owner's account.
-type Budget struct {
-	OwnerID        string
-	TotalMicros    int64
-	ReservedMicros int64
-	SpentMicros    int64
-	UpdatedAt      time.Time
+// Period is how often a budget starts afresh.
+type Period string
+
+// Periods are UTC calendar periods.
+const (
+	PeriodNone    Period = "none"
+	PeriodDaily   Period = "daily"
+	PeriodMonthly Period = "monthly"
+)
+
+// ParsePeriod returns ErrInvalid for anything but the three periods.
+func ParsePeriod(s string) (Period, error) {
+	switch p := Period(s); p {
+	case PeriodNone, PeriodDaily, PeriodMonthly:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: period %q is not none, daily or monthly", ErrInvalid, s)
+}
+
+// Bounds returns the UTC period that contains at. A period-less budget has
+// one everlasting period starting at the Unix epoch, and no end.
+func (p Period) Bounds(at time.Time) (start time.Time, end *time.Time) {
+	at = at.UTC()
+	switch p {
+	case PeriodDaily:
+		start = time.Date(at.Year(), at.Month(), at.Day(), 0, 0, 0, 0, time.UTC)
+		e := start.AddDate(0, 0, 1)
+		return start, &e
+	case PeriodMonthly:
+		start = time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, time.UTC)
+		e := start.AddDate(0, 1, 0)
+		return start, &e
+	}
+	return time.Unix(0, 0).UTC(), nil
+}
+
+// Balance is one budget's state in one period.
+type Balance struct {
+	OwnerID        string     `json:"owner_id"`
+	Workload       string     `json:"workload"`
+	Period         Period     `json:"period"`
+	PeriodStart    time.Time  `json:"period_start"`
+	PeriodEnd      *time.Time `json:"period_end"`
+	TotalMicros    int64      `json:"total_micros"`
+	ReservedMicros int64      `json:"reserved_micros"`
+	SpentMicros    int64      `json:"spent_micros"`
 }
 
 // Available is what can still be reserved.
-func (b Budget) Available() int64 { return b.TotalMicros - b.ReservedMicros - b.SpentMicros }
+func (b Balance) Available() int64 { return b.TotalMicros - b.ReservedMicros - b.SpentMicros }
 
-// Store reads and writes budgets outside of a task's transaction.
+// Store reads and changes budgets outside of a task's transaction.
 type Store struct {
 	pool *pgxpool.Pool
+	now  func() time.Time
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
-
-// Set sets the owner's total, creating the owner and its budget if needed.
-// It returns ErrBelowCommitted when the total would fall below reserved plus
-// spent money, and ErrInvalid for a negative total or bad owner.
-func (s *Store) Set(ctx context.Context, owner string, totalMicros int64) (Budget, error) {
-	if totalMicros < 0 {
-		return Budget{}, fmt.Errorf("%w: total must be >= 0, got %d", ErrInvalid, totalMicros)
+// NewStore returns a Store on pool. now is the clock that decides which
+// period a change falls in (nil for time.Now).
+func NewStore(pool *pgxpool.Pool, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
 	}
-	var b Budget
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := accounts.EnsureOwnerTx(ctx, tx, owner); err != nil {
-			return err
+	return &Store{pool: pool, now: now}
+}
+
+// Limit is a budget as configured.
+type Limit struct {
+	OwnerID     string
+	Workload    string // "" for the owner's own cap
+	Period      Period
+	TotalMicros int64
+	Actor       string // who set it, recorded in the ledger
+}
+
+// Set sets the owner's period-less cap, creating the owner if needed: the
+// `tollgate budget set` command.
+func (s *Store) Set(ctx context.Context, owner string, totalMicros int64) (Balance, error) {
+	return s.SetLimit(ctx, Limit{OwnerID: owner, Period: PeriodNone, TotalMicros: totalMicros, Actor: "cli"})
+}
+
+// SetLimit creates or changes one budget; see SetLimits.
+func (s *Store) SetLimit(ctx context.Context, l Limit) (Balance, error) {
+	list, err := s.SetLimits(ctx, []Limit{l})
+	if err != nil {
+		return Balance{}, err
+	}
+	return list[0], nil
+}
+
+// SetLimits creates or changes budgets, all or none, in one transaction.
+// The current period's total moves by the change of the limit (keeping its
+// top-ups), recorded as an adjust ledger row naming the actor. It returns
+// ErrBelowCommitted when a total would fall below what is reserved plus
+// spent, and ErrInvalid for bad arguments. Changing a budget's period takes
+// effect from its next period row.
+func (s *Store) SetLimits(ctx context.Context, limits []Limit) ([]Balance, error) {
+	for i := range limits {
+		l := &limits[i]
+		if l.Actor == "" {
+			l.Actor = "system"
 		}
-		return tx.QueryRow(ctx, `
-			INSERT INTO budgets (owner_id, total_micros) VALUES ($1, $2)
-			ON CONFLICT (owner_id) DO UPDATE SET total_micros = EXCLUDED.total_micros, updated_at = now()
-			RETURNING owner_id, total_micros, reserved_micros, spent_micros, updated_at`,
-			owner, totalMicros).Scan(&b.OwnerID, &b.TotalMicros, &b.ReservedMicros, &b.SpentMicros, &b.UpdatedAt)
+		if l.TotalMicros < 0 {
+			return nil, fmt.Errorf("%w: total must be >= 0, got %d", ErrInvalid, l.TotalMicros)
+		}
+		if _, err := ParsePeriod(string(l.Period)); err != nil {
+			return nil, err
+		}
+		if l.Workload != "" && !accounts.ValidOwner(l.Workload) {
+			return nil, fmt.Errorf("%w: workload %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, l.Workload)
+		}
+	}
+	var out []Balance
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, l := range limits {
+			b, err := s.setLimitTx(ctx, tx, l)
+			if err != nil {
+				return err
+			}
+			out = append(out, b)
+		}
+		return nil
 	})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.CheckViolation && pgErr.ConstraintName == "budgets_amounts" {
-		return Budget{}, ErrBelowCommitted
-	}
-	if errors.Is(err, accounts.ErrInvalid) {
-		return Budget{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
 	if err != nil {
-		return Budget{}, fmt.Errorf("budget: set: %w", err)
-	}
-	return b, nil
-}
-
-// Get returns the owner's budget, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, owner string) (Budget, error) {
-	var b Budget
-	err := s.pool.QueryRow(ctx, `
-		SELECT owner_id, total_micros, reserved_micros, spent_micros, updated_at
-		FROM budgets WHERE owner_id = $1`, owner).
-		Scan(&b.OwnerID, &b.TotalMicros, &b.ReservedMicros, &b.SpentMicros, &b.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Budget{}, ErrNotFound
-	}
-	if err != nil {
-		return Budget{}, fmt.Errorf("budget: get: %w", err)
-	}
-	return b, nil
-}
-
-// Reservation is money held for one task while it runs.
-type Reservation struct {
-	TaskID    string
-	OwnerID   string
-	Amount    int64
-	Estimated bool // the amount came from a default price, not a configured one
-}
-
-// ReserveTx holds r.Amount of the owner's budget for the task, with one
-// conditional UPDATE: it succeeds only if the unreserved, unspent balance
-// covers the amount at the moment it runs. It returns ErrInsufficient when
-// it does not (or when the owner has no budget); the caller must then roll
-// back.
-func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
-	if r.Amount <= 0 {
-		return fmt.Errorf("%w: reservation must be > 0, got %d", ErrInvalid, r.Amount)
-	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE budgets
-		SET reserved_micros = reserved_micros + $2, updated_at = now()
-		WHERE owner_id = $1 AND total_micros - reserved_micros - spent_micros >= $2`,
-		r.OwnerID, r.Amount)
-	if err != nil {
-		return fmt.Errorf("budget: reserve: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrInsufficient
-	}
-	_, err = tx.Exec(ctx, `
-		WITH res AS (
-			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated)
-			VALUES ($1, $2, $3, $4)
-		)
-		INSERT INTO budget_ledger (owner_id, task_id, kind, amount_micros) VALUES ($2, $1, 'reserve', $3)`,
-		r.TaskID, r.OwnerID, r.Amount, r.Estimated)
-	if err != nil {
-		return fmt.Errorf("budget: record reservation: %w", err)
-	}
-	return nil
-}
-
-// Source says where a usage figure came from.
-type Source string
-
-// Usage sources: the provider's own report, Tollgate's estimate when the
-// provider reported none, or an upper bound when attempts were ambiguous.
-const (
-	SourceReported  Source = "reported"
-	SourceEstimated Source = "estimated"
-	// SourcePossiblyCharged: the settlement includes attempts whose outcome
-	// is unknown (the provider may have run and billed them).
-	SourcePossiblyCharged Source = "possibly_charged"
-)
-
-// Settlement is the actual cost of a finished task.
-type Settlement struct {
-	TaskID       string
-	Model        string
-	InputTokens  int64
-	OutputTokens int64
-	Source       Source
-	CostMicros   int64
-}
-
-// Settled is what a settlement moved.
-type Settled struct {
-	ChargedMicros   int64 // moved to spent
-	ShortfallMicros int64 // cost the budget could not cover, recorded, never silent
-}
-
-// SettleTx closes the task's held reservation: the actual cost moves to
-// spent, the rest of the reservation is released, and a usage row records
-// the settlement. A cost above the reservation is charged up to the owner's
-// remaining balance; anything beyond is recorded as shortfall. It returns
-// ErrNotFound when the task holds no open reservation (already closed).
-func SettleTx(ctx context.Context, tx pgx.Tx, s Settlement) (Settled, error) {
-	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
-		return Settled{}, fmt.Errorf("%w: negative settlement", ErrInvalid)
-	}
-	owner, amount, err := closeReservation(ctx, tx, s.TaskID, "settled")
-	if err != nil {
-		return Settled{}, err
-	}
-	var charged int64
-	err = tx.QueryRow(ctx, `
-		WITH b AS (
-			SELECT owner_id,
-			       LEAST($3::bigint, total_micros - spent_micros - (reserved_micros - $2)) AS charge
-			FROM budgets WHERE owner_id = $1 FOR UPDATE
-		)
-		UPDATE budgets SET reserved_micros = reserved_micros - $2,
-		                   spent_micros = spent_micros + b.charge,
-		                   updated_at = now()
-		FROM b WHERE budgets.owner_id = b.owner_id
-		RETURNING b.charge`, owner, amount, s.CostMicros).Scan(&charged)
-	if err != nil {
-		return Settled{}, fmt.Errorf("budget: settle: %w", err)
-	}
-	out := Settled{ChargedMicros: charged, ShortfallMicros: s.CostMicros - charged}
-	_, err = tx.Exec(ctx, `
-		WITH l AS (
-			INSERT INTO budget_ledger (owner_id, task_id, kind, amount_micros)
-			VALUES ($1, $2, 'release', $3), ($1, $2, 'spend', $4)
-		)
-		INSERT INTO usage_records (task_id, owner_id, model, input_tokens, output_tokens, source,
-		                           cost_micros, charged_micros, shortfall_micros)
-		VALUES ($2, $1, $5, $6, $7, $8, $9, $4, $10)`,
-		owner, s.TaskID, amount, charged, s.Model, s.InputTokens, s.OutputTokens, string(s.Source),
-		s.CostMicros, out.ShortfallMicros)
-	if err != nil {
-		return Settled{}, fmt.Errorf("budget: record settlement: %w", err)
+		return nil, translate(err)
 	}
 	return out, nil
 }
 
-// ReleaseTx returns the task's whole held reservation to the owner's
-// balance: the task failed or was canceled before spending anything we know
-// of. It returns ErrNotFound when no reservation is held.
-func ReleaseTx(ctx context.Context, tx pgx.Tx, taskID string) error {
-	owner, amount, err := closeReservation(ctx, tx, taskID, "released")
-	if err != nil {
-		return err
+func (s *Store) setLimitTx(ctx context.Context, tx pgx.Tx, l Limit) (Balance, error) {
+	if err := accounts.EnsureOwnerTx(ctx, tx, l.OwnerID); err != nil {
+		return Balance{}, err
+	}
+	var old int64
+	err := tx.QueryRow(ctx, `SELECT total_micros FROM budget_limits WHERE owner_id = $1 AND workload = $2 FOR UPDATE`,
+		l.OwnerID, l.Workload).Scan(&old)
+	existed := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Balance{}, err
 	}
 	_, err = tx.Exec(ctx, `
-		WITH l AS (
-			INSERT INTO budget_ledger (owner_id, task_id, kind, amount_micros) VALUES ($1, $2, 'release', $3)
-		)
-		UPDATE budgets SET reserved_micros = reserved_micros - $3, updated_at = now() WHERE owner_id = $1`,
-		owner, taskID, amount)
+		INSERT INTO budget_limits (owner_id, workload, period, total_micros, updated_by)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (owner_id, workload) DO UPDATE SET period = EXCLUDED.period,
+			total_micros = EXCLUDED.total_micros, updated_at = now(), updated_by = EXCLUDED.updated_by`,
+		l.OwnerID, l.Workload, string(l.Period), l.TotalMicros, l.Actor)
 	if err != nil {
-		return fmt.Errorf("budget: release: %w", err)
+		return Balance{}, err
 	}
-	return nil
+	id, opened, err := openPeriodTx(ctx, tx, l.OwnerID, l.Workload, s.now(), l.Actor)
+	if err != nil {
+		return Balance{}, err
+	}
+	if existed && !opened && l.TotalMicros != old {
+		if err := adjustTx(ctx, tx, id, l.TotalMicros-old, "adjust", l.Actor, "limit changed"); err != nil {
+			return Balance{}, err
+		}
+	}
+	return balanceTx(ctx, tx, id)
 }
 
-func closeReservation(ctx context.Context, tx pgx.Tx, taskID, state string) (owner string, amount int64, err error) {
-	err = tx.QueryRow(ctx, `
-		UPDATE budget_reservations SET state = $2, closed_at = now()
-		WHERE task_id = $1 AND state = 'held'
-		RETURNING owner_id, amount_micros`, taskID, state).Scan(&owner, &amount)
+// Topup adds money to the current period of a budget (for a period-less
+// budget, for good). It returns ErrNotFound when the budget does not exist.
+func (s *Store) Topup(ctx context.Context, owner, workload string, amountMicros int64, actor, note string) (Balance, error) {
+	if amountMicros <= 0 {
+		return Balance{}, fmt.Errorf("%w: a top-up must be > 0, got %d", ErrInvalid, amountMicros)
+	}
+	var b Balance
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		id, _, err := openPeriodTx(ctx, tx, owner, workload, s.now(), actor)
+		if err != nil {
+			return err
+		}
+		if err := adjustTx(ctx, tx, id, amountMicros, "topup", actor, note); err != nil {
+			return err
+		}
+		b, err = balanceTx(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return Balance{}, translate(err)
+	}
+	return b, nil
+}
+
+// Balances returns the owner's budgets (its own cap first, then each
+// workload's) in the period current at the store's clock. A period not yet
+// opened shows its full total, unused.
+func (s *Store) Balances(ctx context.Context, owner string) ([]Balance, error) {
+	rows, err := s.pool.Query(ctx, `SELECT workload, period, total_micros FROM budget_limits WHERE owner_id = $1 ORDER BY workload`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("budget: balances: %w", err)
+	}
+	type limit struct {
+		workload, period string
+		total            int64
+	}
+	limits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (limit, error) {
+		var l limit
+		return l, r.Scan(&l.workload, &l.period, &l.total)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budget: balances: %w", err)
+	}
+	if len(limits) == 0 {
+		return nil, ErrNotFound
+	}
+	out := make([]Balance, 0, len(limits))
+	for _, l := range limits {
+		start, end := Period(l.period).Bounds(s.now())
+		b := Balance{OwnerID: owner, Workload: l.workload, Period: Period(l.period), PeriodStart: start, PeriodEnd: end, TotalMicros: l.total}
+		err := s.pool.QueryRow(ctx, `
+			SELECT total_micros, reserved_micros, spent_micros FROM budget_periods
+			WHERE owner_id = $1 AND workload = $2 AND period_start = $3`, owner, l.workload, start).
+			Scan(&b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("budget: balances: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// openPeriodTx returns the balance row of the budget's period containing
+// at, opening it from the limit if needed (with an adjust ledger row for its
+// total). It returns ErrNotFound when the budget has no limit.
+func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time, actor string) (id int64, opened bool, err error) {
+	var period string
+	var total int64
+	err = tx.QueryRow(ctx, `SELECT period, total_micros FROM budget_limits WHERE owner_id = $1 AND workload = $2`,
+		owner, workload).Scan(&period, &total)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", 0, ErrNotFound
+		return 0, false, ErrNotFound
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("budget: close reservation: %w", err)
+		return 0, false, err
 	}
-	return owner, amount, nil
+	start, end := Period(period).Bounds(at)
+	err = tx.QueryRow(ctx, `
+		INSERT INTO budget_periods (owner_id, workload, period, period_start, period_end, total_micros)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (owner_id, workload, period_start) DO NOTHING
+		RETURNING id`, owner, workload, period, start, end, total).Scan(&id)
+	if err == nil {
+		_, err = tx.Exec(ctx, `
+			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
+			VALUES ($1, $2, $3, 'adjust', $4, $5, 'period opened')`, owner, workload, id, total, actor)
+		return id, true, err
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, err
+	}
+	// Another transaction opened it first; ON CONFLICT waited for it to
+	// commit, so this new statement sees the row.
+	err = tx.QueryRow(ctx, `SELECT id FROM budget_periods WHERE owner_id = $1 AND workload = $2 AND period_start = $3`,
+		owner, workload, start).Scan(&id)
+	return id, false, err
+}
+
+func adjustTx(ctx context.Context, tx pgx.Tx, id, delta int64, kind, actor, note string) error {
+	_, err := tx.Exec(ctx, `
+		WITH p AS (
+			UPDATE budget_periods SET total_micros = total_micros + $2, updated_at = now() WHERE id = $1
+			RETURNING owner_id, workload
+		)
+		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
+		SELECT owner_id, workload, $1, $3, $2, $4, $5 FROM p`, id, delta, kind, actor, note)
+	return err
+}
+
+func balanceTx(ctx context.Context, tx pgx.Tx, id int64) (Balance, error) {
+	var b Balance
+	var period string
+	err := tx.QueryRow(ctx, `
+		SELECT owner_id, workload, period, period_start, period_end, total_micros, reserved_micros, spent_micros
+		FROM budget_periods WHERE id = $1`, id).
+		Scan(&b.OwnerID, &b.Workload, &period, &b.PeriodStart, &b.PeriodEnd, &b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
+	b.Period = Period(period)
+	return b, err
+}
+
+// translate turns database errors into this package's errors.
+func translate(err error) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.CheckViolation && pgErr.ConstraintName == "budget_periods_amounts":
+		return ErrBelowCommitted
+	case errors.Is(err, accounts.ErrInvalid):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+		return err
+	}
+	return fmt.Errorf("budget: %w", err)
 }

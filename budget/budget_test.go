@@ -3,10 +3,13 @@ package budget_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/internal/testdb"
@@ -48,39 +51,93 @@ func TestParsePrices(t *testing.T) {
 	}
 }
 
-// Reservations race on one owner: the conditional UPDATE lets exactly as
-// many through as the total covers, and settle and release keep the ledger
-// equal to the balances.
-func TestReserveSettleReleaseUnderConcurrency(t *testing.T) {
+func TestFormatMicros(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[int64]string{0: "0.000000", 38: "0.000038", 1_500_000: "1.500000", -2: "-0.000002", 12_345_678_901: "12345.678901"} {
+		if got := budget.FormatMicros(in); got != want {
+			t.Errorf("FormatMicros(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPeriodBoundsAreUTCCalendarPeriods(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 23, 59, 59, 0, time.FixedZone("UTC-5", -5*3600)) // 04:59:59 UTC on Dec 1
+	cases := []struct {
+		p          budget.Period
+		start, end string
+	}{
+		{budget.PeriodDaily, "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z"},
+		{budget.PeriodMonthly, "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z"},
+		{budget.PeriodNone, "1970-01-01T00:00:00Z", ""},
+	}
+	for _, c := range cases {
+		start, end := c.p.Bounds(at)
+		gotEnd := ""
+		if end != nil {
+			gotEnd = end.Format(time.RFC3339)
+		}
+		if start.Format(time.RFC3339) != c.start || gotEnd != c.end {
+			t.Errorf("%s: [%s, %s), want [%s, %s)", c.p, start.Format(time.RFC3339), gotEnd, c.start, c.end)
+		}
+	}
+}
+
+func newID(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var id string
+	if err := pool.QueryRow(context.Background(), `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func reserve(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return budget.ReserveTx(ctx, tx, r) })
+}
+
+func mustVerify(t *testing.T, store *budget.Store) {
+	t.Helper()
+	mm, err := store.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mm {
+		t.Errorf("verify: %s", m)
+	}
+}
+
+// 200 reservations race across two workloads of one owner whose caps bind
+// at different points: each workload admits exactly what its cap covers
+// until the owner cap binds, and nothing ever exceeds either.
+func TestConcurrentReservationsRespectOwnerAndWorkloadCaps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool)
-	if _, err := store.Set(ctx, "acme", 1000); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for range 40 {
-		var id string
-		if err := pool.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+	store := budget.NewStore(pool, nil)
+	for _, l := range []budget.Limit{
+		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 10_000},                   // 100 reservations of 100
+		{OwnerID: "acme", Workload: "batch", Period: budget.PeriodNone, TotalMicros: 3_000}, // 30
+		{OwnerID: "acme", Workload: "chat", Period: budget.PeriodNone, TotalMicros: 8_000},  // 80, but the owner binds first
+	} {
+		if _, err := store.SetLimit(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var admitted []string
-	for _, id := range ids {
+	admitted := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		workload := []string{"batch", "chat"}[i%2]
+		id := newID(t, pool)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				return budget.ReserveTx(ctx, tx, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: 100})
-			})
+			err := reserve(ctx, pool, budget.Reservation{TaskID: id, OwnerID: "acme", Workload: workload, Amount: 100, At: time.Now()})
 			switch {
 			case err == nil:
 				mu.Lock()
-				admitted = append(admitted, id)
+				admitted[workload]++
 				mu.Unlock()
 			case !errors.Is(err, budget.ErrInsufficient):
 				t.Errorf("reserve: %v", err)
@@ -88,14 +145,43 @@ func TestReserveSettleReleaseUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if len(admitted) != 10 {
-		t.Fatalf("admitted %d reservations of 100 against 1000, want 10", len(admitted))
+	// batch: 100 tries against a cap of 30. chat: 100 tries against its cap
+	// of 80, but the owner's 100 minus batch's 30 leaves 70.
+	if admitted["batch"] != 30 || admitted["chat"] != 70 {
+		t.Fatalf("admitted %v, want batch 30 and chat 70", admitted)
 	}
-	// Settle half below the reservation, release the rest.
-	for i, id := range admitted {
+	list, err := store.Balances(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range list {
+		if b.ReservedMicros+b.SpentMicros > b.TotalMicros {
+			t.Errorf("%q over its cap: %+v", b.Workload, b)
+		}
+	}
+	mustVerify(t, store)
+}
+
+func TestSettleAndReleaseKeepTheLedgerExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	if _, err := store.Set(ctx, "acme", 1000); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 6 {
+		id := newID(t, pool)
+		if err := reserve(ctx, pool, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: 100, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			if i%2 == 0 {
-				_, err := budget.SettleTx(ctx, tx, budget.Settlement{TaskID: id, Model: "m", InputTokens: 1, OutputTokens: 1, Source: budget.SourceReported, CostMicros: 30})
+				_, err := budget.SettleTx(ctx, tx, budget.Settlement{TaskID: id, Model: "m", InputTokens: 1, OutputTokens: 1, Source: budget.SourceReported, CostMicros: 30}, nil)
 				return err
 			}
 			return budget.ReleaseTx(ctx, tx, id)
@@ -104,55 +190,153 @@ func TestReserveSettleReleaseUnderConcurrency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := store.Get(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.ReservedMicros != 0 || b.SpentMicros != 150 {
-		t.Errorf("budget = %+v, want reserved 0, spent 150", b)
+	b, _ := store.Balances(ctx, "acme")
+	if b[0].ReservedMicros != 0 || b[0].SpentMicros != 90 {
+		t.Errorf("balance = %+v, want reserved 0, spent 90", b[0])
 	}
 	// Closing twice is refused, not double-counted.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return budget.ReleaseTx(ctx, tx, admitted[0]) })
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return budget.ReleaseTx(ctx, tx, ids[0]) })
 	if !errors.Is(err, budget.ErrNotFound) {
 		t.Errorf("second close: %v, want ErrNotFound", err)
 	}
-	var ledgerReserved, ledgerSpent int64
-	err = pool.QueryRow(ctx, `
-		SELECT COALESCE(sum(CASE kind WHEN 'reserve' THEN amount_micros WHEN 'release' THEN -amount_micros END), 0),
-		       COALESCE(sum(amount_micros) FILTER (WHERE kind = 'spend'), 0)
-		FROM budget_ledger WHERE owner_id = 'acme'`).Scan(&ledgerReserved, &ledgerSpent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ledgerReserved != b.ReservedMicros || ledgerSpent != b.SpentMicros {
-		t.Errorf("ledger reserved=%d spent=%d, budget %d %d", ledgerReserved, ledgerSpent, b.ReservedMicros, b.SpentMicros)
-	}
+	mustVerify(t, store)
 	if _, err := pool.Exec(ctx, `DELETE FROM budget_ledger`); err == nil {
 		t.Error("deleting ledger rows succeeded; the ledger must be append-only")
 	}
 }
 
-func TestSetRefusesATotalBelowWhatIsCommitted(t *testing.T) {
+// The clock decides the period: reservations just before and just after
+// midnight UTC land in different daily periods, each opened from the limit.
+func TestDailyPeriodsRollOverAtMidnightUTC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool)
-	if _, err := store.Set(ctx, "acme", 1000); err != nil {
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := budget.NewStore(pool, clock)
+	if _, err := store.SetLimit(ctx, budget.Limit{OwnerID: "acme", Period: budget.PeriodDaily, TotalMicros: 500}); err != nil {
 		t.Fatal(err)
 	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return budget.ReserveTx(ctx, tx, budget.Reservation{TaskID: "00000000-0000-4000-8000-000000000001", OwnerID: "acme", Amount: 600})
-	})
+	before, after := now, now.Add(2*time.Second)
+	// Fill yesterday completely, concurrently with today's requests.
+	var wg sync.WaitGroup
+	results := make(chan string, 20)
+	for i := range 20 {
+		at := before
+		if i%2 == 1 {
+			at = after
+		}
+		id := newID(t, pool)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := reserve(ctx, pool, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: 100, At: at}); err == nil {
+				results <- at.Format(time.DateOnly)
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	count := map[string]int{}
+	for d := range results {
+		count[d]++
+	}
+	if count["2026-11-30"] != 5 || count["2026-12-01"] != 5 {
+		t.Fatalf("admitted per day = %v, want 5 on each side of midnight", count)
+	}
+	mu.Lock()
+	now = after
+	mu.Unlock()
+	b, err := store.Balances(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Set(ctx, "acme", 500); !errors.Is(err, budget.ErrBelowCommitted) {
-		t.Errorf("Set below reserved: %v, want ErrBelowCommitted", err)
+	if !b[0].PeriodStart.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) || b[0].ReservedMicros != 500 {
+		t.Errorf("today's balance = %+v", b[0])
 	}
-	if _, err := store.Set(ctx, "bad owner!", 5); !errors.Is(err, budget.ErrInvalid) {
-		t.Errorf("Set with a bad owner: %v, want ErrInvalid", err)
+	mustVerify(t, store)
+}
+
+func TestLimitChangesTopupsAndAlerts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	if _, err := store.SetLimit(ctx, budget.Limit{OwnerID: "acme", Period: budget.PeriodMonthly, TotalMicros: 1000, Actor: "admin:test"}); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := store.Set(ctx, "acme", -1); !errors.Is(err, budget.ErrInvalid) {
-		t.Errorf("Set negative: %v, want ErrInvalid", err)
+	if _, err := store.Topup(ctx, "acme", "", 500, "admin:test", "invoice 7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Topup(ctx, "nobody", "", 500, "admin:test", ""); !errors.Is(err, budget.ErrNotFound) {
+		t.Errorf("topup of a missing budget: %v, want ErrNotFound", err)
+	}
+	// Raising the limit keeps the top-up: 2000 + 500.
+	b, err := store.SetLimit(ctx, budget.Limit{OwnerID: "acme", Period: budget.PeriodMonthly, TotalMicros: 2000, Actor: "admin:test"})
+	if err != nil || b.TotalMicros != 2500 {
+		t.Fatalf("after raise: %+v %v, want total 2500", b, err)
+	}
+	// Spend 70% and then 95%, settling one task at a time: each threshold
+	// fires exactly once.
+	var fired []int
+	for _, cost := range []int64{1000, 750, 100, 500} {
+		id := newID(t, pool)
+		if err := reserve(ctx, pool, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: cost, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			s, err := budget.SettleTx(ctx, tx, budget.Settlement{TaskID: id, Model: "m", Source: budget.SourceReported, CostMicros: cost}, budget.DefaultThresholds)
+			for _, a := range s.Alerts {
+				fired = append(fired, a.ThresholdPct)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(fired) != "[70 90]" {
+		t.Errorf("alerts fired %v, want [70 90] once each", fired)
+	}
+	// Lowering below what is spent is refused.
+	if _, err := store.SetLimit(ctx, budget.Limit{OwnerID: "acme", Period: budget.PeriodMonthly, TotalMicros: 100}); !errors.Is(err, budget.ErrBelowCommitted) {
+		t.Errorf("lowering below spent: %v, want ErrBelowCommitted", err)
+	}
+	for _, bad := range []budget.Limit{
+		{OwnerID: "bad owner!", Period: budget.PeriodNone, TotalMicros: 5},
+		{OwnerID: "acme", Period: "weekly", TotalMicros: 5},
+		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: -1},
+		{OwnerID: "acme", Workload: "no spaces", Period: budget.PeriodNone, TotalMicros: 1},
+	} {
+		if _, err := store.SetLimit(ctx, bad); !errors.Is(err, budget.ErrInvalid) {
+			t.Errorf("SetLimit(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	mustVerify(t, store)
+	var actors int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM budget_ledger WHERE actor = 'admin:test' AND kind IN ('adjust', 'topup')`).Scan(&actors); err != nil || actors != 3 {
+		t.Errorf("ledger rows naming the admin = %d (%v), want 3 (open, topup, raise)", actors, err)
+	}
+}
+
+func TestVerifyNamesAHandCorruptedBalance(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	if _, err := store.Set(ctx, "acme", 1000); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, store)
+	if _, err := pool.Exec(ctx, `UPDATE budget_periods SET spent_micros = spent_micros + 7 WHERE owner_id = 'acme'`); err != nil {
+		t.Fatal(err)
+	}
+	mm, err := store.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mm) == 0 || mm[0].OwnerID != "acme" {
+		t.Fatalf("Verify after corruption = %v, want a mismatch naming acme", mm)
 	}
 }

@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +13,7 @@ import (
 type UsageRow struct {
 	TaskID          string    `db:"task_id"`
 	OwnerID         string    `db:"owner_id"`
+	Workload        string    `db:"workload"`
 	Model           string    `db:"model"`
 	InputTokens     int64     `db:"input_tokens"`
 	OutputTokens    int64     `db:"output_tokens"`
@@ -22,82 +24,203 @@ type UsageRow struct {
 	SettledAt       time.Time `db:"settled_at"`
 }
 
-// UsageTotals sums a report's rows. Reported and estimated cost are kept
-// apart so finance can see how much of the spend rests on estimates.
+// UsageTotals sums settled usage. Cost is split by source so finance sees
+// how much of the spend rests on estimates or on possibly charged attempts.
 type UsageTotals struct {
-	Tasks           int64
-	InputTokens     int64
-	OutputTokens    int64
-	CostMicros      int64
-	ChargedMicros   int64
-	ShortfallMicros int64
-	ReportedMicros  int64
-	EstimatedMicros int64
+	Tasks                 int64 `db:"tasks"`
+	InputTokens           int64 `db:"input_tokens"`
+	OutputTokens          int64 `db:"output_tokens"`
+	CostMicros            int64 `db:"cost_micros"`
+	ChargedMicros         int64 `db:"charged_micros"`
+	ShortfallMicros       int64 `db:"shortfall_micros"`
+	ReportedMicros        int64 `db:"reported_micros"`
+	EstimatedMicros       int64 `db:"estimated_micros"`
+	PossiblyChargedMicros int64 `db:"possibly_charged_micros"`
 }
 
-// UsageFilter selects settled usage in [From, To). An empty OwnerID means
-// every owner.
+// UsageGroup is the totals of one group of a grouped report. Only the
+// fields grouped by are set.
+type UsageGroup struct {
+	OwnerID     *string    `db:"owner_id"`
+	Workload    *string    `db:"workload"`
+	Model       *string    `db:"model"`
+	PeriodStart *time.Time `db:"period_start"`
+	UsageTotals
+}
+
+// Grouping dimensions of a usage report.
+const (
+	GroupOwner    = "owner"
+	GroupWorkload = "workload"
+	GroupModel    = "model"
+	GroupDay      = "day"
+	GroupMonth    = "month"
+)
+
+// UsageFilter selects settled usage in [From, To) (UTC). An empty OwnerID
+// means every owner.
 type UsageFilter struct {
 	OwnerID string
 	From    time.Time
 	To      time.Time
+	// GroupBy: any of owner, workload, model, and one of day or month.
+	GroupBy []string
+	// Limit caps the rows returned (not the totals); 0 means 1000.
+	Limit int
 }
 
-// UsageReport is the settled usage in a window, rows oldest first.
+// UsageReport is the settled usage in a window: rows oldest first (up to
+// the limit), groups when grouping was asked for, and totals over all of it.
 type UsageReport struct {
-	Rows   []UsageRow
-	Totals UsageTotals
+	Rows      []UsageRow
+	Truncated bool // more rows matched than the limit
+	Groups    []UsageGroup
+	Totals    UsageTotals
 }
 
-// Usage returns settled usage for the filter. Totals are computed in SQL
-// over the same rows, so they equal the sum of the rows to the micro.
-func (s *Store) Usage(ctx context.Context, f UsageFilter) (UsageReport, error) {
+const totalsSQL = `count(*) AS tasks, COALESCE(sum(input_tokens), 0) AS input_tokens,
+	COALESCE(sum(output_tokens), 0) AS output_tokens, COALESCE(sum(cost_micros), 0) AS cost_micros,
+	COALESCE(sum(charged_micros), 0) AS charged_micros, COALESCE(sum(shortfall_micros), 0) AS shortfall_micros,
+	COALESCE(sum(cost_micros) FILTER (WHERE source = 'reported'), 0) AS reported_micros,
+	COALESCE(sum(cost_micros) FILTER (WHERE source = 'estimated'), 0) AS estimated_micros,
+	COALESCE(sum(cost_micros) FILTER (WHERE source = 'possibly_charged'), 0) AS possibly_charged_micros`
+
+const usageWhere = `settled_at >= $1 AND settled_at < $2 AND ($3 = '' OR owner_id = $3)`
+
+const rowColumns = `task_id::text AS task_id, owner_id, workload, model, input_tokens, output_tokens, source,
+	cost_micros, charged_micros, shortfall_micros, settled_at`
+
+func (f UsageFilter) validate() error {
 	if !f.From.Before(f.To) {
-		return UsageReport{}, fmt.Errorf("%w: from must be before to", ErrInvalid)
+		return fmt.Errorf("%w: from must be before to", ErrInvalid)
+	}
+	periods := 0
+	for _, g := range f.GroupBy {
+		switch g {
+		case GroupOwner, GroupWorkload, GroupModel:
+		case GroupDay, GroupMonth:
+			periods++
+		default:
+			return fmt.Errorf("%w: cannot group by %q (owner, workload, model, day, month)", ErrInvalid, g)
+		}
+	}
+	if periods > 1 {
+		return fmt.Errorf("%w: group by day or month, not both", ErrInvalid)
+	}
+	return nil
+}
+
+// Usage returns settled usage for the filter. Rows, groups and totals come
+// from one repeatable-read snapshot and the same WHERE clause, so totals
+// equal the sum of the rows (and of the groups) to the micro.
+func (s *Store) Usage(ctx context.Context, f UsageFilter) (UsageReport, error) {
+	if err := f.validate(); err != nil {
+		return UsageReport{}, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
 	}
 	var rep UsageReport
-	// One repeatable-read snapshot for rows and totals, so a settlement
-	// landing between the two queries cannot make them disagree.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		rep, err = usageTx(ctx, tx, f)
+		rows, err := tx.Query(ctx, `SELECT `+rowColumns+` FROM usage_records WHERE `+usageWhere+`
+			ORDER BY settled_at, task_id LIMIT $4`, f.From, f.To, f.OwnerID, limit+1)
+		if err != nil {
+			return err
+		}
+		if rep.Rows, err = pgx.CollectRows(rows, pgx.RowToStructByName[UsageRow]); err != nil {
+			return err
+		}
+		if len(rep.Rows) > limit {
+			rep.Rows, rep.Truncated = rep.Rows[:limit], true
+		}
+		rows, err = tx.Query(ctx, `SELECT `+totalsSQL+` FROM usage_records WHERE `+usageWhere, f.From, f.To, f.OwnerID)
+		if err != nil {
+			return err
+		}
+		if rep.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[UsageTotals]); err != nil {
+			return err
+		}
+		if len(f.GroupBy) == 0 {
+			return nil
+		}
+		cols := groupColumns(f.GroupBy)
+		rows, err = tx.Query(ctx, `SELECT `+cols+`, `+totalsSQL+` FROM usage_records WHERE `+usageWhere+`
+			GROUP BY 1, 2, 3, 4 ORDER BY 4 NULLS FIRST, 1 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST`, f.From, f.To, f.OwnerID)
+		if err != nil {
+			return err
+		}
+		rep.Groups, err = pgx.CollectRows(rows, pgx.RowToStructByName[UsageGroup])
 		return err
 	})
 	if err != nil {
 		return UsageReport{}, fmt.Errorf("budget: usage: %w", err)
 	}
+	if rep.Rows == nil {
+		rep.Rows = []UsageRow{}
+	}
 	return rep, nil
 }
 
-func usageTx(ctx context.Context, tx pgx.Tx, f UsageFilter) (UsageReport, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT task_id::text AS task_id, owner_id, model, input_tokens, output_tokens, source,
-		       cost_micros, charged_micros, shortfall_micros, settled_at
-		FROM usage_records
-		WHERE settled_at >= $1 AND settled_at < $2 AND ($3 = '' OR owner_id = $3)
+// groupColumns selects the grouped dimensions and NULL for the others, so
+// every grouping has the same four leading columns.
+func groupColumns(by []string) string {
+	has := map[string]bool{}
+	for _, g := range by {
+		has[g] = true
+	}
+	col := func(on bool, expr, name string) string {
+		if on {
+			return expr + " AS " + name
+		}
+		return "NULL::text AS " + name
+	}
+	period := "NULL::timestamptz AS period_start"
+	switch {
+	case has[GroupDay]:
+		period = "date_trunc('day', settled_at, 'UTC') AS period_start"
+	case has[GroupMonth]:
+		period = "date_trunc('month', settled_at, 'UTC') AS period_start"
+	}
+	return strings.Join([]string{
+		col(has[GroupOwner], "owner_id", "owner_id"),
+		col(has[GroupWorkload], "workload", "workload"),
+		col(has[GroupModel], "model", "model"),
+		period,
+	}, ", ")
+}
+
+// StreamUsage calls fn for every settled row matching the filter, oldest
+// first, reading them from the database as they are written out: a report
+// of millions of rows never sits in memory.
+func (s *Store) StreamUsage(ctx context.Context, f UsageFilter, fn func(UsageRow) error) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM usage_records WHERE `+usageWhere+`
 		ORDER BY settled_at, task_id`, f.From, f.To, f.OwnerID)
 	if err != nil {
-		return UsageReport{}, err
+		return fmt.Errorf("budget: usage: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[UsageRow])
-	if err != nil {
-		return UsageReport{}, err
+	defer rows.Close()
+	for rows.Next() {
+		r, err := pgx.RowToStructByName[UsageRow](rows)
+		if err != nil {
+			return fmt.Errorf("budget: usage: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
-	var t UsageTotals
-	err = tx.QueryRow(ctx, `
-		SELECT count(*), COALESCE(sum(input_tokens), 0), COALESCE(sum(output_tokens), 0),
-		       COALESCE(sum(cost_micros), 0), COALESCE(sum(charged_micros), 0), COALESCE(sum(shortfall_micros), 0),
-		       COALESCE(sum(cost_micros) FILTER (WHERE source = 'reported'), 0),
-		       COALESCE(sum(cost_micros) FILTER (WHERE source = 'estimated'), 0)
-		FROM usage_records
-		WHERE settled_at >= $1 AND settled_at < $2 AND ($3 = '' OR owner_id = $3)`, f.From, f.To, f.OwnerID).
-		Scan(&t.Tasks, &t.InputTokens, &t.OutputTokens, &t.CostMicros, &t.ChargedMicros, &t.ShortfallMicros,
-			&t.ReportedMicros, &t.EstimatedMicros)
-	if err != nil {
-		return UsageReport{}, err
+	return rows.Err()
+}
+
+// FormatMicros renders micros as a decimal amount with six places,
+// "1.500000" for 1500000: exact, never through a float.
+func FormatMicros(m int64) string {
+	sign := ""
+	if m < 0 {
+		sign, m = "-", -m
 	}
-	if list == nil {
-		list = []UsageRow{}
-	}
-	return UsageReport{Rows: list, Totals: t}, nil
+	return fmt.Sprintf("%s%d.%06d", sign, m/1_000_000, m%1_000_000)
 }

@@ -31,6 +31,8 @@ type Metrics struct {
 	taskLatency     *prometheus.HistogramVec
 	breakerOpened   *prometheus.CounterVec
 	tasksCreated    *prometheus.CounterVec
+	orphans         prometheus.Counter
+	budgetAlerts    *prometheus.CounterVec
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -65,9 +67,15 @@ func New() *Metrics {
 		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded.",
 		}, []string{"outcome"}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_budget_orphans_reaped_total", Help: "Reservations the reaper had to close: held by finished tasks or tasks long past their deadline. Any is a bug to look at.",
+		}),
+		budgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_budget_alerts_total", Help: "Budget threshold alerts fired, by threshold percent.",
+		}, []string{"threshold_pct"}),
 	}
 	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
-		m.taskLatency, m.breakerOpened, m.tasksCreated,
+		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -117,6 +125,22 @@ func (m *Metrics) BreakerOpened(providerKey string) {
 		return
 	}
 	m.breakerOpened.WithLabelValues(providerKey).Inc()
+}
+
+// OrphanReaped counts a reservation the reaper closed.
+func (m *Metrics) OrphanReaped() {
+	if m == nil {
+		return
+	}
+	m.orphans.Inc()
+}
+
+// BudgetAlert counts a fired budget alert.
+func (m *Metrics) BudgetAlert(thresholdPct int) {
+	if m == nil {
+		return
+	}
+	m.budgetAlerts.WithLabelValues(strconv.Itoa(thresholdPct)).Inc()
 }
 
 // WatchDatabase adds gauges read from the database at scrape time: queue

@@ -49,7 +49,7 @@ func TestBudgetRaceAdmitsExactlyWhatTheBudgetCovers(t *testing.T) {
 	if got := e.scalar(`SELECT count(*) FROM tasks`); got != 37 {
 		t.Errorf("tasks = %d, want 37", got)
 	}
-	if got := e.scalar(`SELECT reserved_micros FROM budgets WHERE owner_id = 'acme'`); got != 37*perTask {
+	if got := e.balance("acme").ReservedMicros; got != 37*perTask {
 		t.Errorf("reserved = %d, want %d", got, 37*perTask)
 	}
 	e.checkInvariants()
@@ -71,7 +71,7 @@ func TestBudgetRaceAdmitsExactlyWhatTheBudgetCovers(t *testing.T) {
 func TestOwnerWithoutBudgetIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{noWorkers: true})
-	key, err := e.accounts.CreateKey(t.Context(), "nobudget", accounts.RoleClient)
+	key, err := e.accounts.CreateKey(t.Context(), "nobudget", accounts.RoleClient, "")
 	if err != nil {
 		t.Fatal(err)
 	}

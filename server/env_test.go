@@ -68,18 +68,21 @@ type envOptions struct {
 	probeEvery     time.Duration
 	maxSnooze      time.Duration
 	retryMax       time.Duration
+	webhook        string // budget alert webhook
 }
 
 // env is one Tollgate server on its own database, with the fake provider
 // behind it and every response checked against openapi.yaml.
 type env struct {
 	t        *testing.T
+	clock    *testClock
 	pool     *pgxpool.Pool
 	fake     *fake.Server
 	url      string
 	client   *http.Client
 	accounts *accounts.Store
 	budgets  *budget.Store
+	tasks    *tasks.Service
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -111,10 +114,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := &testClock{}
+	alerter := budget.NewAlerter(pool, o.webhook, nil, nil, nil)
 	m := metrics.New()
 	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
 	svc, err := tasks.New(pool, tasks.Config{
 		Metrics:        m,
+		Now:            clock.Now,
+		Alerter:        alerter,
 		Catalog:        cat,
 		Clients:        clients,
 		RequestTimeout: o.requestTimeout,
@@ -131,13 +138,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	go alerter.Run(ctx)
 	if !o.noWorkers {
 		if err := svc.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h := server.New(server.Deps{
-		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool),
+		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m,
 	})
 	srv := httptest.NewServer(h)
@@ -155,7 +163,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		tr.Check(t)
 	})
 	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
-		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool)}
+		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc}
 }
 
 // owner creates an owner with a budget and returns a key of the role.
@@ -165,7 +173,7 @@ func (e *env) owner(name string, role accounts.Role, totalMicros int64) string {
 	if _, err := e.budgets.Set(ctx, name, totalMicros); err != nil {
 		e.t.Fatal(err)
 	}
-	key, err := e.accounts.CreateKey(ctx, name, role)
+	key, err := e.accounts.CreateKey(ctx, name, role, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -303,26 +311,23 @@ func (e *env) checkInvariants() {
 		{"unfinished task without a held reservation", `
 			SELECT count(*) FROM tasks t LEFT JOIN budget_reservations r ON r.task_id = t.id AND r.state = 'held'
 			WHERE t.finished_at IS NULL AND r.task_id IS NULL`},
-		{"reserved differs from ledger", `
-			SELECT count(*) FROM budgets b WHERE b.reserved_micros <> COALESCE((
-				SELECT sum(CASE kind WHEN 'reserve' THEN amount_micros WHEN 'release' THEN -amount_micros ELSE 0 END)
-				FROM budget_ledger l WHERE l.owner_id = b.owner_id), 0)`},
-		{"spent differs from ledger", `
-			SELECT count(*) FROM budgets b WHERE b.spent_micros <> COALESCE((
-				SELECT sum(amount_micros) FROM budget_ledger l WHERE l.owner_id = b.owner_id AND kind = 'spend'), 0)`},
 		{"held reservations differ from reserved", `
-			SELECT count(*) FROM budgets b WHERE b.reserved_micros <> COALESCE((
-				SELECT sum(amount_micros) FROM budget_reservations r WHERE r.owner_id = b.owner_id AND r.state = 'held'), 0)`},
-		{"spent differs from usage charged", `
-			SELECT count(*) FROM budgets b WHERE b.spent_micros <> COALESCE((
-				SELECT sum(charged_micros) FROM usage_records u WHERE u.owner_id = b.owner_id), 0)`},
-		{"owner above total", `SELECT count(*) FROM budgets WHERE reserved_micros + spent_micros > total_micros`},
+			SELECT count(*) FROM budget_periods p WHERE p.workload = '' AND p.reserved_micros <> COALESCE((
+				SELECT sum(amount_micros) FROM budget_reservations r WHERE r.state = 'held' AND p.id = ANY(r.budget_period_ids)), 0)`},
+		{"owner above total", `SELECT count(*) FROM budget_periods WHERE reserved_micros + spent_micros > total_micros`},
 		{"provider attempts beyond journal", `SELECT count(*) FROM tasks t WHERE t.attempts <> (SELECT count(*) FROM task_attempts a WHERE a.task_id = t.id)`},
 	}
 	for _, c := range checks {
 		if n := e.scalar(c.sql); n != 0 {
 			e.t.Errorf("invariant violated: %s (%d rows)", c.name, n)
 		}
+	}
+	mismatches, err := e.budgets.Verify(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range mismatches {
+		e.t.Errorf("ledger does not explain a balance: %s", m)
 	}
 }
 
@@ -343,4 +348,43 @@ func (e *env) waitFor(what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not a correctness wait
 	}
+}
+
+// testClock is the clock tasks and budgets use in tests: real time until a
+// test sets it, so periods can be crossed on purpose.
+type testClock struct {
+	mu  sync.Mutex
+	set time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.set.IsZero() {
+		return time.Now()
+	}
+	return c.set
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.set = t
+	c.mu.Unlock()
+}
+
+// balance returns the owner's own budget in the current period.
+func (e *env) balance(owner string) budget.Balance {
+	e.t.Helper()
+	list, err := e.budgets.Balances(context.Background(), owner)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return list[0]
+}
+
+// fakeDelay scripts one successful answer after ms milliseconds.
+func fakeDelay(ms int) fake.Scripted {
+	return fake.Scripted{DelayMS: ms, Status: 200, Body: `{"id":"x","object":"chat.completion","created":1,"model":"test-model",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"slow answer"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":6,"completion_tokens":3,"total_tokens":9}}`}
 }

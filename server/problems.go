@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
@@ -58,6 +59,7 @@ var titles = map[string]string{
 	"method_not_allowed":      "Method not allowed",
 	"internal":                "Internal error",
 	"unavailable":             "Temporarily unavailable; retry shortly",
+	"conflict":                "The request conflicts with the resource's state",
 }
 
 // problemFor is the one place where errors become HTTP statuses and codes.
@@ -81,10 +83,16 @@ func problemFor(err error) (status int, code, detail string, fields []tasks.Fiel
 			"The remaining budget cannot cover this request's reservation. The idempotency key was not used.", nil
 	case errors.Is(err, tasks.ErrNotFound):
 		return http.StatusNotFound, "not_found", "No such task.", nil
+	case errors.Is(err, tasks.ErrFinished):
+		return http.StatusConflict, "conflict", "The task already finished; there is nothing to cancel.", nil
+	case errors.Is(err, budget.ErrNotFound):
+		return http.StatusNotFound, "not_found", "No such budget.", nil
+	case errors.Is(err, budget.ErrBelowCommitted):
+		return http.StatusConflict, "conflict", "The new total is below what is already reserved plus spent this period.", nil
 	case errors.Is(err, tasks.ErrInvalidCursor):
 		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.", nil
 	case errors.Is(err, budget.ErrInvalid):
-		return http.StatusBadRequest, "invalid_request", "The request parameters are out of range.", nil
+		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil
 	case errors.Is(err, accounts.ErrUnauthenticated):
 		return http.StatusUnauthorized, "unauthorized", "Send Authorization: Bearer <API key> with a valid key.", nil
 	case errors.As(err, &he):
@@ -109,6 +117,10 @@ func problemFor(err error) (status int, code, detail string, fields []tasks.Fiel
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
+			// Too late for a problem document (a stream broke mid-way);
+			// keep the failure in our logs.
+			log.LogAttrs(c.Request().Context(), slog.LevelWarn, "response failed after it started",
+				slog.String("trace_id", traceIDOf(c)), slog.String("route", c.Path()), slog.String("error", err.Error()))
 			return
 		}
 		status, code, detail, fields := problemFor(err)
@@ -136,4 +148,14 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		_ = c.JSON(status, p)
 	}
+}
+
+// budgetDetail is the detail of a budget.ErrInvalid: the package's own
+// text, which names the field and range and never echoes secrets.
+func budgetDetail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "budget: invalid: "); i >= 0 {
+		return strings.TrimSpace(msg[i+len("budget: invalid: "):])
+	}
+	return "The request parameters are out of range."
 }

@@ -16,5 +16,10 @@ func routes(e *echo.Echo, d *Deps) {
 	v1.GET("/tasks", listTasks(d))
 	v1.GET("/tasks/:id", getTask(d))
 	v1.GET("/tasks/:id/replay", getReplay(d))
+	v1.POST("/tasks/:id/cancel", cancelTask(d))
 	v1.GET("/usage", getUsage(d))
+	v1.GET("/usage.csv", getUsageCSV(d))
+	v1.GET("/budgets/:owner", getBudget(d))
+	v1.PUT("/budgets/:owner", putBudget(d))
+	v1.POST("/budgets/:owner/topups", postTopup(d))
 }

@@ -34,7 +34,9 @@ func createTask(d *Deps) echo.HandlerFunc {
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
-		created, err := d.Tasks.Create(ctx, p.OwnerID, key, traceIDOf(c), req)
+		created, err := d.Tasks.Create(ctx, tasks.Submission{
+			OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: req,
+		})
 		if err != nil {
 			return err
 		}
@@ -107,5 +109,20 @@ func listTasks(d *Deps) echo.HandlerFunc {
 			out.NextCursor = &page.NextCursor
 		}
 		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// cancelTask: POST /v1/tasks/{id}/cancel. 200 with the canceled task, or
+// 202 while a running call finishes (the task is canceled when it returns).
+func cancelTask(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t, err := d.Tasks.Cancel(c.Request().Context(), principalOf(c).OwnerID, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		if t.Status.Final() {
+			return c.JSON(http.StatusOK, t)
+		}
+		return c.JSON(http.StatusAccepted, t)
 	}
 }

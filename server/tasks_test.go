@@ -46,7 +46,7 @@ func TestCreateTaskRunsItAndPollingSeesTheResult(t *testing.T) {
 	if got, want := e.fake.Calls()[0].IdempotencyKey, created.ID+":1"; got != want {
 		t.Errorf("provider Idempotency-Key = %q, want %q", got, want)
 	}
-	b, _ := e.budgets.Get(t.Context(), "acme")
+	b := e.balance("acme")
 	if b.ReservedMicros != 0 || b.SpentMicros != done.Result.CostMicros {
 		t.Errorf("budget reserved=%d spent=%d; want 0 and %d", b.ReservedMicros, b.SpentMicros, done.Result.CostMicros)
 	}
@@ -167,7 +167,7 @@ func TestSameKeyDifferentRequestIsRefusedAndChangesNothing(t *testing.T) {
 		err := e.pool.QueryRow(t.Context(), `
 			SELECT (SELECT json_agg(t ORDER BY id)::text FROM tasks t) ||
 			       (SELECT json_agg(l ORDER BY id)::text FROM budget_ledger l) ||
-			       (SELECT json_agg(b)::text FROM budgets b)`).Scan(&s)
+			       (SELECT json_agg(b ORDER BY id)::text FROM budget_periods b)`).Scan(&s)
 		if err != nil {
 			t.Fatal(err)
 		}

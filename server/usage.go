@@ -1,7 +1,10 @@
 package server
 
 import (
+	"encoding/csv"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -14,6 +17,7 @@ import (
 type usageRow struct {
 	TaskID          string        `json:"task_id"`
 	OwnerID         string        `json:"owner_id"`
+	Workload        string        `json:"workload"`
 	Model           string        `json:"model"`
 	InputTokens     int64         `json:"input_tokens"`
 	OutputTokens    int64         `json:"output_tokens"`
@@ -25,58 +29,157 @@ type usageRow struct {
 }
 
 type usageTotals struct {
-	Tasks           int64 `json:"tasks"`
-	InputTokens     int64 `json:"input_tokens"`
-	OutputTokens    int64 `json:"output_tokens"`
-	CostMicros      int64 `json:"cost_micros"`
-	ChargedMicros   int64 `json:"charged_micros"`
-	ShortfallMicros int64 `json:"shortfall_micros"`
-	ReportedMicros  int64 `json:"reported_micros"`
-	EstimatedMicros int64 `json:"estimated_micros"`
+	Tasks                 int64 `json:"tasks"`
+	InputTokens           int64 `json:"input_tokens"`
+	OutputTokens          int64 `json:"output_tokens"`
+	CostMicros            int64 `json:"cost_micros"`
+	ChargedMicros         int64 `json:"charged_micros"`
+	ShortfallMicros       int64 `json:"shortfall_micros"`
+	ReportedMicros        int64 `json:"reported_micros"`
+	EstimatedMicros       int64 `json:"estimated_micros"`
+	PossiblyChargedMicros int64 `json:"possibly_charged_micros"`
+}
+
+type usageGroup struct {
+	OwnerID     *string    `json:"owner_id"`
+	Workload    *string    `json:"workload"`
+	Model       *string    `json:"model"`
+	PeriodStart *time.Time `json:"period_start"`
+	usageTotals
 }
 
 type usageReport struct {
-	From   time.Time   `json:"from"`
-	To     time.Time   `json:"to"`
-	Rows   []usageRow  `json:"rows"`
-	Totals usageTotals `json:"totals"`
+	From          time.Time    `json:"from"`
+	To            time.Time    `json:"to"`
+	GroupBy       []string     `json:"group_by"`
+	Rows          []usageRow   `json:"rows"`
+	RowsTruncated bool         `json:"rows_truncated"`
+	Groups        []usageGroup `json:"groups"`
+	Totals        usageTotals  `json:"totals"`
 }
 
-// getUsage: GET /v1/usage?from=&to=&owner=. The window is [from, to); it
-// defaults to the last 30 days. Clients see their own usage; finance and
-// admin see every owner's, or one with owner=.
+// usageFilter reads the query common to the JSON and CSV reports: the
+// window [from, to) (default the last 30 days), owner= for finance and admin
+// (clients always see only their own), group_by= and limit=.
+func usageFilter(c echo.Context) (budget.UsageFilter, error) {
+	now := time.Now().UTC()
+	to, err := parseTime(c.QueryParam("to"), "to", now)
+	if err != nil {
+		return budget.UsageFilter{}, err
+	}
+	from, err := parseTime(c.QueryParam("from"), "from", to.AddDate(0, 0, -30))
+	if err != nil {
+		return budget.UsageFilter{}, err
+	}
+	if !from.Before(to) {
+		return budget.UsageFilter{}, badRequest("from must be before to.", tasks.FieldError{Field: "from", Message: "must be before to"})
+	}
+	p := principalOf(c)
+	owner := c.QueryParam("owner")
+	switch {
+	case p.Role == accounts.RoleFinance || p.Role == accounts.RoleAdmin:
+	case owner != "" && owner != p.OwnerID:
+		return budget.UsageFilter{}, forbidden("Only finance and admin keys may read another owner's usage.")
+	default:
+		owner = p.OwnerID
+	}
+	f := budget.UsageFilter{OwnerID: owner, From: from, To: to}
+	if g := c.QueryParam("group_by"); g != "" {
+		f.GroupBy = strings.Split(g, ",")
+	}
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 10000 {
+			return budget.UsageFilter{}, badRequest("limit must be a whole number from 1 to 10000.", tasks.FieldError{Field: "limit", Message: "must be 1-10000"})
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// getUsage: GET /v1/usage. Settled usage rows (up to limit), groups when
+// group_by is given, and totals over the whole window.
 func getUsage(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		now := time.Now().UTC()
-		to, err := parseTime(c.QueryParam("to"), "to", now)
+		f, err := usageFilter(c)
 		if err != nil {
 			return err
 		}
-		from, err := parseTime(c.QueryParam("from"), "from", to.AddDate(0, 0, -30))
+		rep, err := d.Budgets.Usage(c.Request().Context(), f)
 		if err != nil {
 			return err
 		}
-		if !from.Before(to) {
-			return badRequest("from must be before to.", tasks.FieldError{Field: "from", Message: "must be before to"})
+		out := usageReport{From: f.From, To: f.To, GroupBy: f.GroupBy, Rows: make([]usageRow, len(rep.Rows)),
+			RowsTruncated: rep.Truncated, Groups: make([]usageGroup, len(rep.Groups)), Totals: usageTotals(rep.Totals)}
+		if out.GroupBy == nil {
+			out.GroupBy = []string{}
 		}
-		p := principalOf(c)
-		owner := c.QueryParam("owner")
-		switch {
-		case p.Role == accounts.RoleFinance || p.Role == accounts.RoleAdmin:
-		case owner != "" && owner != p.OwnerID:
-			return forbidden("Only finance and admin keys may read another owner's usage.")
-		default:
-			owner = p.OwnerID
-		}
-		rep, err := d.Budgets.Usage(c.Request().Context(), budget.UsageFilter{OwnerID: owner, From: from, To: to})
-		if err != nil {
-			return err
-		}
-		out := usageReport{From: from, To: to, Rows: make([]usageRow, len(rep.Rows)), Totals: usageTotals(rep.Totals)}
 		for i, r := range rep.Rows {
 			out.Rows[i] = usageRow(r)
 		}
+		for i, g := range rep.Groups {
+			out.Groups[i] = usageGroup{OwnerID: g.OwnerID, Workload: g.Workload, Model: g.Model, PeriodStart: g.PeriodStart, usageTotals: usageTotals(g.UsageTotals)}
+		}
 		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// usageCSVHeader is the CSV's column order. It is part of the contract:
+// columns are only ever added at the end.
+var usageCSVHeader = []string{"settled_at", "task_id", "owner_id", "workload", "model", "source",
+	"input_tokens", "output_tokens", "cost_micros", "charged_micros", "shortfall_micros", "cost", "charged"}
+
+// getUsageCSV: GET /v1/usage.csv. Every settled row of the window, streamed
+// from the database as it is written, so millions of rows never sit in
+// memory. Money is integer micros plus a formatted decimal column.
+func getUsageCSV(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		f, err := usageFilter(c)
+		if err != nil {
+			return err
+		}
+		f.GroupBy = nil
+		res := c.Response()
+		res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+		res.Header().Set("Content-Disposition", `attachment; filename="usage.csv"`)
+		w := csv.NewWriter(res)
+		started := false
+		n := 0
+		err = d.Budgets.StreamUsage(c.Request().Context(), f, func(r budget.UsageRow) error {
+			if !started {
+				res.WriteHeader(http.StatusOK)
+				started = true
+				if err := w.Write(usageCSVHeader); err != nil {
+					return err
+				}
+			}
+			n++
+			if err := w.Write([]string{
+				r.SettledAt.UTC().Format(time.RFC3339Nano), r.TaskID, r.OwnerID, r.Workload, r.Model, string(r.Source),
+				strconv.FormatInt(r.InputTokens, 10), strconv.FormatInt(r.OutputTokens, 10),
+				strconv.FormatInt(r.CostMicros, 10), strconv.FormatInt(r.ChargedMicros, 10), strconv.FormatInt(r.ShortfallMicros, 10),
+				budget.FormatMicros(r.CostMicros), budget.FormatMicros(r.ChargedMicros),
+			}); err != nil {
+				return err
+			}
+			if n%1000 == 0 {
+				w.Flush()
+				res.Flush()
+			}
+			return w.Error()
+		})
+		if err != nil && !started {
+			return err
+		}
+		if !started {
+			res.WriteHeader(http.StatusOK)
+			_ = w.Write(usageCSVHeader)
+		}
+		w.Flush()
+		// An error after the header was sent cannot become a problem
+		// response; the truncated body (no final newline check) is all the
+		// client can be told, so it is logged by the caller's access log.
+		return w.Error()
 	}
 }
 

@@ -38,6 +38,7 @@ type Config struct {
 	ProbeEvery       time.Duration // probe interval of an open breaker; default 30s
 	MaxSnooze        time.Duration // longest a waiting job sleeps before looking again; default 30s
 	DefaultDeadline  time.Duration // a task's whole life unless the request sets deadline_s; default 1h
+	ReapEvery        time.Duration // how often the orphan reaper runs; default 1m
 	RetryBase        time.Duration // first transient backoff; default 1s
 	RetryMax         time.Duration // backoff and throttle pause cap; default 1m
 	MaxWorkers       int           // concurrent tasks per process; default 100
@@ -47,7 +48,13 @@ type Config struct {
 	BuildVersion     string
 	Logger           *slog.Logger
 	Metrics          *metrics.Metrics // nil records nothing
-	Now              func() time.Time // latency measurement; default time.Now
+	// AlertThresholds are budget alert thresholds in percent spent; nil
+	// takes budget.DefaultThresholds.
+	AlertThresholds []int
+	// Alerter delivers budget alerts after the settling transaction
+	// commits; nil only logs nothing.
+	Alerter *budget.Alerter
+	Now     func() time.Time // latency measurement; default time.Now
 }
 
 func (c *Config) defaults() error {
@@ -80,6 +87,9 @@ func (c *Config) defaults() error {
 	if c.DefaultDeadline <= 0 {
 		c.DefaultDeadline = time.Hour
 	}
+	if c.ReapEvery <= 0 {
+		c.ReapEvery = time.Minute
+	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = time.Second
 	}
@@ -97,6 +107,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.AlertThresholds == nil {
+		c.AlertThresholds = budget.DefaultThresholds
 	}
 	if c.RescueAfter <= c.RequestTimeout+time.Minute {
 		return fmt.Errorf("tasks: RescueAfter (%s) must exceed the job timeout (%s)", c.RescueAfter, c.RequestTimeout+time.Minute)
@@ -156,6 +169,7 @@ const riverAttemptMargin = 5
 // is called.
 func (s *Service) Start(ctx context.Context) error {
 	go s.waiter.run(ctx)
+	go s.reapLoop(ctx, s.cfg.ReapEvery)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}
@@ -175,20 +189,30 @@ func (s *Service) Stop(ctx context.Context) error {
 	return err
 }
 
-// Created is the outcome of Create.
+// Created is what Create returns.
 type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
+}
+
+// Submission is one POST of a task.
+type Submission struct {
+	OwnerID        string
+	Workload       string // the API key's workload, "" for none
+	IdempotencyKey string
+	TraceID        string
+	Request        Request
 }
 
 // Create submits a task under the owner's idempotency key. Task row,
 // reservation and job commit in one transaction. A retry of the same key
 // and request returns the existing task with Replayed set and changes
 // nothing. It returns ErrIdempotencyKeyReused when the key names a task with
-// a different request, budget.ErrInsufficient when the budget cannot cover
+// a different request, budget.ErrInsufficient when a budget cannot cover
 // the reservation (no task is created and the key stays free), and a
 // *ValidationError for an invalid request.
-func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Request) (Created, error) {
+func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
+	owner, key, traceID, req := sub.OwnerID, sub.IdempotencyKey, sub.TraceID, sub.Request
 	if err := req.Validate(); err != nil {
 		return Created{}, err
 	}
@@ -217,10 +241,10 @@ func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Re
 	var out Created
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
-			INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at)
-			VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval)
+			INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at, workload)
+			VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval, $8)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-			RETURNING `+taskColumns, owner, key, hash, reqJSON, model, amount, deadline)
+			RETURNING `+taskColumns, owner, key, hash, reqJSON, model, amount, deadline, sub.Workload)
 		if err != nil {
 			return err
 		}
@@ -242,7 +266,7 @@ func (s *Service) Create(ctx context.Context, owner, key, traceID string, req Re
 			return err
 		}
 		if err := budget.ReserveTx(ctx, tx, budget.Reservation{
-			TaskID: t.ID, OwnerID: owner, Amount: amount, Estimated: estimated,
+			TaskID: t.ID, OwnerID: owner, Workload: sub.Workload, Amount: amount, Estimated: estimated, At: s.cfg.Now(),
 		}); err != nil {
 			return err
 		}
@@ -399,7 +423,7 @@ func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Pa
 }
 
 const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
-	created_at, updated_at, finished_at, deadline_at, result, error, request`
+	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested`
 
 func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
 
@@ -407,7 +431,7 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var t Task
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
-		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request}
+		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}
@@ -421,4 +445,49 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 func keyDigest(key string) string {
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:6])
+}
+
+// ErrFinished is returned by Cancel for a task that already finished.
+var ErrFinished = errors.New("tasks: task already finished")
+
+// Cancel cancels the owner's task. A queued task is canceled at once and
+// its reservation released. A running task is marked: when its in-flight
+// call returns, it is canceled and settled for what that call spent. It
+// returns the task as it now is, ErrNotFound, or ErrFinished.
+func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
+	if uuid.Validate(id) != nil {
+		return Task{}, ErrNotFound
+	}
+	var final *outcome
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t, err := lockTask(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if t.OwnerID != owner {
+			return ErrNotFound
+		}
+		if t.Status.Final() {
+			return ErrFinished
+		}
+		if t.Status == StatusRunning {
+			_, err := tx.Exec(ctx, `UPDATE tasks SET cancel_requested = true, updated_at = now() WHERE id = $1`, id)
+			return err
+		}
+		jc, err := countJournal(ctx, tx, t.ID, t.Model)
+		if err != nil {
+			return err
+		}
+		alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
+		final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) {
+			return Task{}, err
+		}
+		return Task{}, fmt.Errorf("tasks: cancel: %w", err)
+	}
+	s.observe(final)
+	return s.Get(ctx, owner, id)
 }

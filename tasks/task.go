@@ -171,21 +171,25 @@ type Failure struct {
 
 // Task is one model task as clients see it.
 type Task struct {
-	ID             string         `json:"id"`
-	OwnerID        string         `json:"-"`
-	Status         Status         `json:"status"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	Model          string         `json:"model"`
-	Attempts       int            `json:"attempts"`
-	ReservedMicros int64          `json:"reserved_micros"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
-	FinishedAt     *time.Time     `json:"finished_at"`
-	DeadlineAt     time.Time      `json:"deadline_at"`
-	Result         *Result        `json:"result"`
-	Error          *Failure       `json:"error"`
-	Metadata       map[string]any `json:"metadata"`
-	Request        Request        `json:"-"`
+	ID       string `json:"id"`
+	OwnerID  string `json:"-"`
+	Workload string `json:"-"`
+	// CancelRequested: the owner canceled while a call was in flight; the
+	// task is canceled when the call returns.
+	CancelRequested bool           `json:"cancel_requested"`
+	Status          Status         `json:"status"`
+	IdempotencyKey  string         `json:"idempotency_key"`
+	Model           string         `json:"model"`
+	Attempts        int            `json:"attempts"`
+	ReservedMicros  int64          `json:"reserved_micros"`
+	CreatedAt       time.Time      `json:"created_at"`
+	UpdatedAt       time.Time      `json:"updated_at"`
+	FinishedAt      *time.Time     `json:"finished_at"`
+	DeadlineAt      time.Time      `json:"deadline_at"`
+	Result          *Result        `json:"result"`
+	Error           *Failure       `json:"error"`
+	Metadata        map[string]any `json:"metadata"`
+	Request         Request        `json:"-"`
 }
 
 // Public failure codes: one per reaction, stable, documented in

@@ -140,8 +140,9 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			return err
 		}
 		fail := func(f Failure, jc journalCounts) error {
-			final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt}
-			return s.endJob(ctx, tx, job, t, f, jc)
+			alerts, err := s.endJob(ctx, tx, job, t, f, jc)
+			final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
+			return err
 		}
 		m, prov, err := s.modelOf(t)
 		if err != nil {
@@ -161,6 +162,15 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 		lastClass := jc.lastClass
 		if lastClass == "" {
 			lastClass = provider.ClassTransient
+		}
+		if t.CancelRequested {
+			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
+			final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
+			if err != nil {
+				return err
+			}
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
 		}
 		switch {
 		case left <= 0:
@@ -218,16 +228,17 @@ func (s *Service) snooze(wait, left time.Duration) time.Duration {
 }
 
 // endJob fails the task and completes its job in the caller's transaction.
-func (s *Service) endJob(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs], t Task, f Failure, jc journalCounts) error {
-	if err := s.finishFailed(ctx, tx, t, f, jc.ambiguous); err != nil {
-		return err
+func (s *Service) endJob(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs], t Task, f Failure, jc journalCounts) ([]budget.Alert, error) {
+	alerts, err := s.finishFailed(ctx, tx, t, f, jc.ambiguous)
+	if err != nil {
+		return nil, err
 	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task finished",
 		slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("final_status", string(StatusFailed)),
 		slog.String("code", f.Code), slog.String("class", f.Class), slog.Int("attempt", t.Attempts),
 		slog.String("trace_id", job.Args.TraceID))
-	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-	return err
+	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	return alerts, err
 }
 
 // markInterrupted turns journal entries left "sent" by a dead or canceled
@@ -347,16 +358,30 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 				return err
 			}
-			if err := s.finishSucceeded(ctx, tx, t, b.model, resp, jc.ambiguous); err != nil {
+			status := StatusSucceeded
+			if t.CancelRequested {
+				status = StatusCanceled // settled for the call's cost, its answer not delivered
+			}
+			alerts, err := s.finishSucceeded(ctx, tx, t, b.model, resp, jc.ambiguous, status)
+			if err != nil {
 				return err
 			}
-			final = &outcome{status: StatusSucceeded, created: t.CreatedAt}
+			final = &outcome{status: status, created: t.CreatedAt, alerts: alerts}
 			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
 			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
 		}
 		if t.Status.Final() {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		if t.CancelRequested {
+			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
+			if err != nil {
+				return err
+			}
+			final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
 		}
 
@@ -415,10 +440,11 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			}
 		}
 		f := failureFor(pe.Class, pe.Code, why)
-		if err := s.finishFailed(ctx, tx, t, f, jc.ambiguous); err != nil {
+		alerts, err := s.finishFailed(ctx, tx, t, f, jc.ambiguous)
+		if err != nil {
 			return err
 		}
-		final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt}
+		final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 		log.Info("task finished", slog.String("final_status", string(StatusFailed)), slog.String("code", f.Code))
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
@@ -447,11 +473,15 @@ type outcome struct {
 	status  Status
 	code    string
 	created time.Time
+	alerts  []budget.Alert
 }
 
+// observe records a committed end: metrics, and budget alerts the
+// settlement crossed.
 func (s *Service) observe(o *outcome) {
 	if o != nil {
 		s.cfg.Metrics.TaskFinished(string(o.status), o.code, s.cfg.Now().Sub(o.created))
+		s.cfg.Alerter.Fire(o.alerts)
 	}
 }
 
@@ -483,7 +513,7 @@ func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state s
 // provider too; the documented rule is to add its worst case (the task's
 // reservation) and label the whole settlement possibly_charged, so finance
 // sees an upper bound rather than a silent undercount.
-func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, resp *provider.Response, ambiguous int) error {
+func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status) ([]budget.Alert, error) {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
@@ -496,33 +526,55 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m cata
 		u.Source = budget.SourcePossiblyCharged
 		cost += int64(ambiguous) * t.ReservedMicros
 	}
-	if _, err := budget.SettleTx(ctx, tx, budget.Settlement{
-		TaskID: t.ID, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+	settled, err := budget.SettleTx(ctx, tx, budget.Settlement{
+		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
-	}); err != nil {
-		return err
+	}, s.cfg.AlertThresholds)
+	if err != nil {
+		return nil, err
+	}
+	if status == StatusCanceled {
+		return settled.Alerts, finish(ctx, tx, t.ID, StatusCanceled, nil, nil)
 	}
 	res := Result{Output: resp.Content, Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
-	return finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
+	return settled.Alerts, finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
 }
 
 // finishFailed ends a failed task. With no ambiguous attempt nothing was
 // spent and the whole reservation is released. After ambiguous attempts the
 // provider may have charged us: the rule is to settle the reservation (the
 // worst case of one call) as possibly_charged.
-func (s *Service) finishFailed(ctx context.Context, tx pgx.Tx, t Task, f Failure, ambiguous int) error {
-	if ambiguous > 0 {
-		_, err := budget.SettleTx(ctx, tx, budget.Settlement{
-			TaskID: t.ID, Model: t.Model, InputTokens: estimateInput(t.Request.Messages),
-			OutputTokens: int64(s.maxTokens(t.Request)), Source: budget.SourcePossiblyCharged, CostMicros: t.ReservedMicros,
-		})
-		if err != nil && !errors.Is(err, budget.ErrNotFound) {
-			return err
-		}
-	} else if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
-		return err
+func (s *Service) finishFailed(ctx context.Context, tx pgx.Tx, t Task, f Failure, ambiguous int) ([]budget.Alert, error) {
+	return s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, ambiguous)
+}
+
+// finishUnsucceeded ends a task that produced no answer, failed or
+// canceled: release, or settle as possibly charged after ambiguous attempts.
+func (s *Service) finishUnsucceeded(ctx context.Context, tx pgx.Tx, t Task, status Status, f *Failure, ambiguous int) ([]budget.Alert, error) {
+	alerts, err := s.closeMoney(ctx, tx, t, ambiguous)
+	if err != nil {
+		return nil, err
 	}
-	return finish(ctx, tx, t.ID, StatusFailed, nil, &f)
+	return alerts, finish(ctx, tx, t.ID, status, nil, f)
+}
+
+// closeMoney closes the reservation of a task that produced no answer:
+// released in full, or after ambiguous attempts settled as possibly charged.
+func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) ([]budget.Alert, error) {
+	var alerts []budget.Alert
+	if ambiguous > 0 {
+		settled, err := budget.SettleTx(ctx, tx, budget.Settlement{
+			TaskID: t.ID, Workload: t.Workload, Model: t.Model, InputTokens: estimateInput(t.Request.Messages),
+			OutputTokens: int64(s.maxTokens(t.Request)), Source: budget.SourcePossiblyCharged, CostMicros: t.ReservedMicros,
+		}, s.cfg.AlertThresholds)
+		if err != nil && !errors.Is(err, budget.ErrNotFound) {
+			return nil, err
+		}
+		alerts = settled.Alerts
+	} else if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
+		return nil, err
+	}
+	return alerts, nil
 }
 
 func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Result, f *Failure) error {

@@ -69,6 +69,7 @@ func keysCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 	owner := fs.String("owner", "", "owner id")
 	role := fs.String("role", "client", "client, support, finance or admin")
+	workload := fs.String("workload", "", "workload (a named group of keys with its own budget cap); optional")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func keysCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	key, err := accounts.NewStore(pool).CreateKey(ctx, *owner, r)
+	key, err := accounts.NewStore(pool).CreateKey(ctx, *owner, r, *workload)
 	if err != nil {
 		return err
 	}
@@ -92,14 +93,19 @@ func keysCmd(ctx context.Context, args []string, getenv func(string) string, std
 	return nil
 }
 
-// budgetCmd: tollgate budget set --owner O --total-micros N.
+// budgetCmd: tollgate budget set --owner O --total-micros N | budget verify.
 func budgetCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "verify" {
+		return budgetVerify(ctx, getenv, stdout)
+	}
 	if len(args) == 0 || args[0] != "set" {
-		return errors.New("usage: tollgate budget set --owner OWNER --total-micros N")
+		return errors.New("usage: tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W] | tollgate budget verify")
 	}
 	fs := flag.NewFlagSet("budget set", flag.ContinueOnError)
 	owner := fs.String("owner", "", "owner id")
 	total := fs.Int64("total-micros", -1, "budget total in micro-units (1 unit = 1,000,000)")
+	period := fs.String("period", "none", "none, daily or monthly (UTC calendar periods)")
+	workload := fs.String("workload", "", "set the cap of this workload instead of the owner's own")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -111,14 +117,42 @@ func budgetCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer pool.Close()
-	b, err := budget.NewStore(pool).Set(ctx, *owner, *total)
+	p, err := budget.ParsePeriod(*period)
+	if err != nil {
+		return err
+	}
+	b, err := budget.NewStore(pool, nil).SetLimit(ctx, budget.Limit{OwnerID: *owner, Workload: *workload, Period: p, TotalMicros: *total, Actor: "cli"})
 	if errors.Is(err, budget.ErrBelowCommitted) {
 		return fmt.Errorf("owner %s already has reserved plus spent money above %d micros; choose a larger total", *owner, *total)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "owner=%s total_micros=%d reserved_micros=%d spent_micros=%d available_micros=%d\n",
-		b.OwnerID, b.TotalMicros, b.ReservedMicros, b.SpentMicros, b.Available())
+	fmt.Fprintf(stdout, "owner=%s period=%s total_micros=%d reserved_micros=%d spent_micros=%d available_micros=%d\n",
+		b.OwnerID, b.Period, b.TotalMicros, b.ReservedMicros, b.SpentMicros, b.Available())
 	return nil
+}
+
+// budgetVerify: tollgate budget verify. Proves every balance from the
+// ledger; exits non-zero naming each owner whose balances disagree.
+func budgetVerify(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	pool, err := openDatabase(ctx, orDefault(getenv("DATABASE_URL"), defaultDatabaseURL), getenv("TOLLGATE_MIGRATE") != "off")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	mm, err := budget.NewStore(pool, nil).Verify(ctx)
+	if err != nil {
+		return err
+	}
+	if len(mm) == 0 {
+		fmt.Fprintln(stdout, "ok: every balance equals its ledger")
+		return nil
+	}
+	owners := map[string]bool{}
+	for _, m := range mm {
+		fmt.Fprintln(stdout, "MISMATCH", m)
+		owners[m.OwnerID] = true
+	}
+	return fmt.Errorf("budget verify: %d mismatches across %d owners", len(mm), len(owners))
 }

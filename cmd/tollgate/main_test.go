@@ -86,7 +86,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if err := run(ctx, []string{"budget", "set", "--owner", "acme", "--total-micros", "1000000"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
 		t.Fatalf("budget set: %v\nstderr: %s", err, errb.String())
 	}
-	if want := "owner=acme total_micros=1000000 reserved_micros=0 spent_micros=0 available_micros=1000000\n"; out.String() != want {
+	if want := "owner=acme period=none total_micros=1000000 reserved_micros=0 spent_micros=0 available_micros=1000000\n"; out.String() != want {
 		t.Errorf("budget set stdout mismatch (-want +got):\n%s", cmp.Diff(want, out.String()))
 	}
 

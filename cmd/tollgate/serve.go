@@ -76,8 +76,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	}
 	m := metrics.New()
 	m.WatchDatabase(pool, log)
+	alerter := budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(a budget.Alert) { m.BudgetAlert(a.ThresholdPct) })
 	svc, err := tasks.New(pool, tasks.Config{
-		Catalog: cfg.Catalog, Clients: clients, Metrics: m,
+		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
 		FetchCooldown: 20 * time.Millisecond,
@@ -86,7 +87,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	handler := server.New(server.Deps{
-		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool),
+		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 	})
 
@@ -100,6 +101,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err := svc.Start(workCtx); err != nil {
 		return err
 	}
+	go alerter.Run(workCtx)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()))

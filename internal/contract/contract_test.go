@@ -32,6 +32,7 @@ const queuedTask = `{
   "updated_at": "2025-01-02T03:04:05.123456Z",
   "finished_at": null,
   "reserved_micros": 1500,
+  "cancel_requested": false,
   "result": null,
   "error": null,
   "metadata": {"ticket": 42}
@@ -46,6 +47,7 @@ const succeededTask = `{
   "created_at": "2025-01-02T03:04:05Z",
   "updated_at": "2025-01-02T03:04:06Z",
   "finished_at": "2025-01-02T03:04:06+00:00",
+  "cancel_requested": false,
   "result": {
     "output": "hello",
     "model": "fake-small-2025",
@@ -96,7 +98,9 @@ const replayRecord = `{
       "parameters": {"max_tokens": 64, "model": "fake-small-2025"}, "timeout_ms": 30000,
       "started_at": "2025-01-02T03:04:05Z", "finished_at": "2025-01-02T03:04:06Z", "latency_ms": 1000,
       "response": null, "error": {"class": "ambiguous", "code": "timeout", "provider_status": null},
-      "trace_id": "` + traceID + `", "build_version": "v0.1.0"
+      "trace_id": "` + traceID + `", "build_version": "v0.1.0",
+      "model": "fake-small", "sent_at": "2025-01-02T03:04:05Z", "outcome": "unknown",
+      "class": "ambiguous", "code": "timeout", "provider_status": null
     },
     {
       "attempt": 2, "state": "succeeded", "provider": "fake", "provider_model": "fake-small-2025",
@@ -104,7 +108,9 @@ const replayRecord = `{
       "started_at": "2025-01-02T03:04:06Z", "finished_at": "2025-01-02T03:04:07Z", "latency_ms": 900,
       "response": {"content": "hello", "finish_reason": "stop", "model": "fake-small-2025",
         "usage": {"input_tokens": 12, "output_tokens": 3}},
-      "error": null, "trace_id": "` + traceID + `", "build_version": "v0.1.0"
+      "error": null, "trace_id": "` + traceID + `", "build_version": "v0.1.0",
+      "model": "fake-small", "sent_at": "2025-01-02T03:04:06Z", "outcome": "succeeded",
+      "class": null, "code": null, "provider_status": null
     }
   ]
 }`
@@ -112,15 +118,19 @@ const replayRecord = `{
 const usageReport = `{
   "from": "2025-01-01T00:00:00Z",
   "to": "2025-02-01T00:00:00Z",
+  "group_by": [],
+  "rows_truncated": false,
+  "groups": [],
   "rows": [{
-    "task_id": "` + taskID + `", "owner_id": "owner-1", "model": "fake-small",
+    "task_id": "` + taskID + `", "owner_id": "owner-1", "workload": "", "model": "fake-small",
     "input_tokens": 12, "output_tokens": 3, "source": "estimated",
     "cost_micros": 420, "charged_micros": 400, "shortfall_micros": 20,
     "settled_at": "2025-01-02T03:04:07Z"
   }],
   "totals": {
     "tasks": 1, "input_tokens": 12, "output_tokens": 3, "cost_micros": 420,
-    "charged_micros": 400, "shortfall_micros": 20, "reported_micros": 0, "estimated_micros": 420
+    "charged_micros": 400, "shortfall_micros": 20, "reported_micros": 0, "estimated_micros": 420,
+    "possibly_charged_micros": 0
   }
 }`
 
