@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/migrations"
@@ -242,5 +243,35 @@ func TestRunCommands(t *testing.T) {
 				t.Errorf("run(%q) stdout mismatch (-want +got):\n%s", tt.args, diff)
 			}
 		})
+	}
+}
+
+// budget verify passes on consistent books and fails, naming the owner,
+// when a balance was edited by hand.
+func TestBudgetVerifyDetectsAHandCorruptedBalance(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.New(t)
+	getenv := envFunc(map[string]string{"DATABASE_URL": dbURL})
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	if err := run(ctx, []string{"budget", "set", "--owner", "acme", "--total-micros", "5000", "--period", "monthly"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"budget", "verify"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("verify on clean books: %v\n%s", err, out.String())
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `UPDATE budget_periods SET total_micros = total_micros + 1`); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = run(ctx, []string{"budget", "verify"}, getenv, strings.NewReader(""), &out, &errb)
+	if err == nil || !strings.Contains(out.String(), "owner acme") {
+		t.Fatalf("verify on corrupted books: err=%v output=%q; want an error naming acme", err, out.String())
 	}
 }
