@@ -69,6 +69,9 @@ type Attempt struct {
 	LatencyMS     *int       `json:"latency_ms"`
 	TraceID       string     `json:"trace_id"`
 	BuildVersion  string     `json:"build_version"`
+	// Redactions counts the placeholders redaction put in this record, by
+	// type ({"EMAIL": 2}), so support can tell what was removed.
+	Redactions map[string]int `json:"redactions"`
 
 	// A flat summary for support, derived when a record is read: the model
 	// name clients used, when the call left, and its outcome (unknown for an
@@ -113,11 +116,11 @@ func InsertTx(ctx context.Context, tx pgx.Tx, a Attempt) error {
 	_, err = tx.Exec(ctx, `
 		INSERT INTO replay_records (task_id, attempt, owner_id, state, provider, provider_model, parameters,
 		                            timeout_ms, response, error, started_at, finished_at, latency_ms,
-		                            trace_id, build_version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		                            trace_id, build_version, redactions)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		ON CONFLICT (task_id, attempt) DO NOTHING`,
 		a.TaskID, a.Attempt, a.OwnerID, a.State, a.Provider, a.ProviderModel, params, a.TimeoutMS,
-		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion)
+		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion, redactions(a.Redactions))
 	if err != nil {
 		return fmt.Errorf("replay: insert: %w", err)
 	}
@@ -137,7 +140,7 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT task_id::text, attempt, owner_id, state, provider, provider_model, parameters, timeout_ms,
-		       response, error, started_at, finished_at, latency_ms, trace_id, build_version
+		       response, error, started_at, finished_at, latency_ms, trace_id, build_version, redactions
 		FROM replay_records WHERE task_id = $1 ORDER BY attempt`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("replay: attempts: %w", err)
@@ -146,7 +149,7 @@ func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) 
 		var a Attempt
 		err := r.Scan(&a.TaskID, &a.Attempt, &a.OwnerID, &a.State, &a.Provider, &a.ProviderModel,
 			&a.Parameters, &a.TimeoutMS, &a.Response, &a.Error, &a.StartedAt, &a.FinishedAt, &a.LatencyMS,
-			&a.TraceID, &a.BuildVersion)
+			&a.TraceID, &a.BuildVersion, &a.Redactions)
 		a.summarise()
 		return a, err
 	})
@@ -179,4 +182,11 @@ func (s *Store) Audit(ctx context.Context, a Access) error {
 		return fmt.Errorf("replay: audit: %w", err)
 	}
 	return nil
+}
+
+func redactions(m map[string]int) map[string]int {
+	if m == nil {
+		return map[string]int{}
+	}
+	return m
 }

@@ -69,12 +69,14 @@ type envOptions struct {
 	maxSnooze      time.Duration
 	retryMax       time.Duration
 	webhook        string // budget alert webhook
+	logs           io.Writer
 }
 
 // env is one Tollgate server on its own database, with the fake provider
 // behind it and every response checked against openapi.yaml.
 type env struct {
 	t        *testing.T
+	dbURL    string
 	clock    *testClock
 	pool     *pgxpool.Pool
 	fake     *fake.Server
@@ -91,9 +93,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if specErr != nil {
 		t.Fatalf("load openapi.yaml: %v", specErr)
 	}
-	pool := o.pool
+	pool, dbURL := o.pool, ""
 	if pool == nil {
-		pool, _ = testdb.NewPool(t)
+		pool, dbURL = testdb.NewPool(t)
 	}
 
 	fp := fake.New()
@@ -115,13 +117,19 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	clock := &testClock{}
-	alerter := budget.NewAlerter(pool, o.webhook, nil, nil, nil)
+	var log *slog.Logger
+	if o.logs != nil {
+		log = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	alerter := budget.NewAlerter(pool, o.webhook, nil, log, nil)
 	m := metrics.New()
 	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
 	svc, err := tasks.New(pool, tasks.Config{
 		Metrics:        m,
 		Now:            clock.Now,
 		Alerter:        alerter,
+		Logger:         log,
+		Sealer:         testSealer(t),
 		Catalog:        cat,
 		Clients:        clients,
 		RequestTimeout: o.requestTimeout,
@@ -146,7 +154,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	h := server.New(server.Deps{
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
-		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m,
+		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)
@@ -163,7 +171,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		tr.Check(t)
 	})
 	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
-		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc}
+		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL}
 }
 
 // owner creates an owner with a budget and returns a key of the role.
@@ -387,4 +395,31 @@ func fakeDelay(ms int) fake.Scripted {
 	return fake.Scripted{DelayMS: ms, Status: 200, Body: `{"id":"x","object":"chat.completion","created":1,"model":"test-model",` +
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"slow answer"},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":6,"completion_tokens":3,"total_tokens":9}}`}
+}
+
+func testSealer(t *testing.T) *tasks.Sealer {
+	t.Helper()
+	s, err := tasks.NewSealer(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// syncBuffer collects logs written by concurrent goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -21,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/redact"
 )
 
 // Config is what the task service needs. Zero durations and counts take the
@@ -54,7 +56,11 @@ type Config struct {
 	// Alerter delivers budget alerts after the settling transaction
 	// commits; nil only logs nothing.
 	Alerter *budget.Alerter
-	Now     func() time.Time // latency measurement; default time.Now
+	// Sealer encrypts raw requests and outputs at rest (required).
+	Sealer *Sealer
+	// Redactor redacts what is stored in clear; nil uses the built-in rules.
+	Redactor *redact.Redactor
+	Now      func() time.Time // latency measurement; default time.Now
 }
 
 func (c *Config) defaults() error {
@@ -108,6 +114,16 @@ func (c *Config) defaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Sealer == nil {
+		return errors.New("tasks: Config.Sealer is required")
+	}
+	if c.Redactor == nil {
+		r, err := redact.New()
+		if err != nil {
+			return err
+		}
+		c.Redactor = r
+	}
 	if c.AlertThresholds == nil {
 		c.AlertThresholds = budget.DefaultThresholds
 	}
@@ -122,10 +138,11 @@ func queueFor(providerKey string) string { return "provider_" + providerKey }
 
 // Service creates, reads and runs tasks.
 type Service struct {
-	pool   *pgxpool.Pool
-	cfg    Config
-	river  *river.Client[pgx.Tx]
-	waiter *waiter
+	digestKey []byte // keys the digests of the hash-only policy
+	pool      *pgxpool.Pool
+	cfg       Config
+	river     *river.Client[pgx.Tx]
+	waiter    *waiter
 }
 
 // New returns a service on pool. Call Start to run workers; a service that
@@ -135,6 +152,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger)}
+	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
 		return nil, fmt.Errorf("tasks: register worker: %w", err)
@@ -228,7 +246,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		return Created{}, err
 	}
 	model := m.Name
-	reqJSON, err := json.Marshal(req)
+	rawJSON, err := json.Marshal(req)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
@@ -240,11 +258,24 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 
 	var out Created
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var policy string
+		if err := tx.QueryRow(ctx, `SELECT redaction_policy FROM owners WHERE id = $1`, owner).Scan(&policy); err != nil {
+			return err
+		}
+		// Redaction happens here, once, before anything is written: the
+		// stored request is redacted, the raw one sealed.
+		stored, err := json.Marshal(s.privacyFor(redact.Policy(policy)).request(req))
+		if err != nil {
+			return err
+		}
+		id := uuid.New().String()
 		rows, err := tx.Query(ctx, `
-			INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at, workload)
-			VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval, $8)
+			INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
+			                   workload, payload, redaction_policy)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-			RETURNING `+taskColumns, owner, key, hash, reqJSON, model, amount, deadline, sub.Workload)
+			RETURNING `+taskColumns, id, owner, key, hash, stored, model, amount, deadline, sub.Workload,
+			s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy)
 		if err != nil {
 			return err
 		}
@@ -259,6 +290,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 			if !hashOK {
 				return ErrIdempotencyKeyReused
 			}
+			s.reveal(&existing)
 			out = Created{Task: existing, Replayed: true}
 			return nil
 		}
@@ -373,7 +405,37 @@ func (s *Service) get(ctx context.Context, owner, id string) (Task, error) {
 	if err != nil {
 		return Task{}, fmt.Errorf("tasks: get: %w", err)
 	}
+	s.reveal(&t)
 	return t, nil
+}
+
+// reveal opens the sealed output into the result the owner polls for. A
+// body erased (retention or deletion) leaves the result without output.
+func (s *Service) reveal(t *Task) {
+	if t.Result == nil || len(t.outputSealed) == 0 {
+		return
+	}
+	plain, err := s.cfg.Sealer.Open(t.outputSealed, []byte(t.ID))
+	if err != nil {
+		s.cfg.Logger.Error("sealed output cannot be opened (wrong TOLLGATE_DATA_KEY?)", slog.String("task_id", t.ID))
+		return
+	}
+	t.Result.Output = string(plain)
+}
+
+// rawRequest opens the sealed raw request: what the provider must see.
+func (s *Service) rawRequest(t Task) (Request, error) {
+	if len(t.payload) == 0 {
+		return Request{}, ErrSealed
+	}
+	plain, err := s.cfg.Sealer.Open(t.payload, []byte(t.ID))
+	if err != nil {
+		return Request{}, err
+	}
+	var r Request
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.UseNumber()
+	return r, dec.Decode(&r)
 }
 
 // Page is one page of a listing.
@@ -408,6 +470,9 @@ func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Pa
 	if err != nil {
 		return Page{}, fmt.Errorf("tasks: list: %w", err)
 	}
+	for i := range list {
+		s.reveal(&list[i])
+	}
 	p := Page{Tasks: list}
 	if len(list) > limit {
 		p.Tasks = list[:limit]
@@ -423,7 +488,8 @@ func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Pa
 }
 
 const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
-	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested`
+	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
+	payload, output_sealed, redaction_policy, bodies_erased_at`
 
 func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
 
@@ -431,7 +497,8 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var t Task
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
-		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested}
+		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested,
+		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}

@@ -69,8 +69,8 @@ const (
 	MaxDeadlineS   = 7 * 24 * 3600
 )
 
-// Request is what a client asks for, as submitted. It is stored as is and
-// hashed in canonical form to recognise retries.
+// Request is what a client asks for. Its canonical form is hashed to
+// recognise retries; it is stored redacted, and sealed for the worker.
 type Request struct {
 	Model     string             `json:"model,omitempty"`
 	Messages  []provider.Message `json:"messages"`
@@ -189,7 +189,13 @@ type Task struct {
 	Result          *Result        `json:"result"`
 	Error           *Failure       `json:"error"`
 	Metadata        map[string]any `json:"metadata"`
-	Request         Request        `json:"-"`
+	Request         Request        `json:"-"` // as stored: redacted under the owner's policy
+	// BodiesErasedAt: retention or a deletion erased the task's bodies.
+	BodiesErasedAt *time.Time `json:"-"`
+
+	payload      []byte // the sealed raw request
+	outputSealed []byte // the sealed output
+	policy       string // the owner's redaction policy when the task was created
 }
 
 // Public failure codes: one per reaction, stable, documented in

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/circuit"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/replay"
 )
 
@@ -68,7 +69,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, provider.Request{
 		Model:          begun.model.ProviderModel,
-		Messages:       begun.task.Request.Messages,
+		Messages:       begun.raw.Messages,
 		MaxTokens:      s.maxTokens(begun.task.Request),
 		IdempotencyKey: fmt.Sprintf("%s:%d", begun.task.ID, begun.attempt),
 	})
@@ -89,6 +90,7 @@ type begunAttempt struct {
 	probe   bool // this call is the open breaker's probe
 	model   catalog.Model
 	prov    catalog.Provider
+	raw     Request // the unsealed request, in memory only
 }
 
 // journalCounts summarises a task's attempts. Throttled and exhausted
@@ -148,6 +150,12 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 		if err != nil {
 			return fail(failureFor("internal", "", ""), journalCounts{})
 		}
+		raw, err := s.rawRequest(t)
+		if err != nil {
+			s.cfg.Logger.Error("task's sealed request cannot be opened (erased, or wrong TOLLGATE_DATA_KEY)", slog.String("task_id", t.ID))
+			return fail(failureFor("internal", "", ""), journalCounts{})
+		}
+		t.Request = raw
 		if err := s.markInterrupted(ctx, tx, t, m, prov, job.Args.TraceID); err != nil {
 			return err
 		}
@@ -210,7 +218,7 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			return err
 		}
 		t.Attempts = n
-		begun = &begunAttempt{task: t, attempt: n, startAt: startAt, probe: gate.Probe, model: m, prov: prov}
+		begun = &begunAttempt{task: t, attempt: n, startAt: startAt, probe: gate.Probe, model: m, prov: prov, raw: raw}
 		return nil
 	})
 	if err != nil {
@@ -316,6 +324,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		if err != nil {
 			return err
 		}
+		t.Request = b.raw // estimates below see what the provider saw
 		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, job.Args.TraceID)
 		now := b.startAt.Add(latency)
 		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
@@ -327,7 +336,13 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			}
 			rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
 		} else {
-			rec.Response = &replay.Response{Content: resp.Content, FinishReason: resp.FinishReason, Model: resp.Model}
+			// One redaction session over the request then the response, so
+			// a value in both gets one placeholder; the request part
+			// reproduces what was stored at creation.
+			p := s.privacyFor(redact.Policy(t.policy))
+			_ = p.request(b.raw)
+			rec.Response = &replay.Response{Content: p.text(resp.Content), FinishReason: resp.FinishReason, Model: resp.Model}
+			rec.Redactions = p.counts()
 			if resp.Usage != nil {
 				rec.Response.Usage = &replay.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 			}
@@ -536,7 +551,12 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m cata
 	if status == StatusCanceled {
 		return settled.Alerts, finish(ctx, tx, t.ID, StatusCanceled, nil, nil)
 	}
-	res := Result{Output: resp.Content, Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
+	// The output is stored sealed, for the owner to poll; the result row
+	// itself holds no text.
+	res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET output_sealed = $2 WHERE id = $1`, t.ID, s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))); err != nil {
+		return nil, err
+	}
 	return settled.Alerts, finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
 }
 

@@ -74,11 +74,22 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
+	key, keyFromDB, err := tasks.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
+	if err != nil {
+		return err
+	}
+	if keyFromDB {
+		log.Warn("TOLLGATE_DATA_KEY is not set: prompts and outputs are sealed with a key kept in the database; set it (openssl rand -base64 32) so that database dumps do not carry the key")
+	}
+	sealer, err := tasks.NewSealer(key)
+	if err != nil {
+		return err
+	}
 	m := metrics.New()
 	m.WatchDatabase(pool, log)
 	alerter := budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(a budget.Alert) { m.BudgetAlert(a.ThresholdPct) })
 	svc, err := tasks.New(pool, tasks.Config{
-		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter,
+		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
 		FetchCooldown: 20 * time.Millisecond,

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/provider/fake"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// canaries are planted in requests and responses; none may appear in any
+// table (a pg_dump of the whole database) or in the logs.
+var canaries = []string{
+	"canary.person@example.com",
+	"canary.meta@example.org",
+	"+44 20 7946 0958",
+	"4111 1111 1111 1111",
+	"GB82 WEST 1234 5698 7654 32",
+	"sk-proj-CANARYabcdefghijklmnopqrstuvwxyz0123",
+	"ghp_CANARY0123456789abcdefghijklmnopqrstuv",
+	"AKIACANARY1234567890",
+	"eyJhbGciOiJIUzI1NiJ9.eyJjYW5hcnkiOnRydWV9.c2lnbmF0dXJlY2FuYXJ5",
+}
+
+func TestNothingReachesTheDatabaseOrLogsUnredacted(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	prompt := "Write to " + canaries[0] + " or call " + canaries[2] + ". Card " + canaries[3] +
+		", IBAN " + canaries[4] + ", key " + canaries[5] + ", token " + canaries[6] + ", jwt " + canaries[8]
+	answer := "I will reply to " + canaries[0] + " and rotate " + canaries[7] + "."
+	e.fake.Script(fake.Scripted{Status: 200, Body: `{"id":"x","object":"chat.completion","created":1,"model":"test-model",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":` + mustQuote(answer) + `},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":60,"completion_tokens":20,"total_tokens":80}}`})
+	body, _ := json.Marshal(map[string]any{
+		"model":    "test-model",
+		"messages": []map[string]string{{"role": "system", "content": "be brief"}, {"role": "user", "content": prompt}},
+		"metadata": map[string]any{"contact": canaries[1], "n": 3},
+	})
+	r := e.post(key, "privacy-1", body, map[string]string{"Prefer": "wait=30"})
+	task := e.waitFinished(key, r.task(t).ID)
+	if task.Status != tasks.StatusSucceeded {
+		t.Fatalf("task = %s %+v", task.Status, task.Error)
+	}
+	// The owner still gets the real answer: it is stored sealed, not lost.
+	if task.Result.Output != answer {
+		t.Errorf("owner's output = %q, want the provider's answer", task.Result.Output)
+	}
+	// The provider saw the real prompt, not placeholders.
+	rep := e.do(http.MethodGet, "/v1/tasks/"+task.ID+"/replay", key, nil, nil)
+	var record struct {
+		Request struct {
+			Messages []struct{ Content string } `json:"messages"`
+		} `json:"request"`
+		Attempts []struct {
+			Response struct{ Content string } `json:"response"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal(rep.body, &record); err != nil {
+		t.Fatal(err)
+	}
+	stored, replied := record.Request.Messages[1].Content, record.Attempts[0].Response.Content
+	for _, want := range []string{"[EMAIL_1]", "[PHONE_1]", "[CARD_1]", "[IBAN_1]", "[SECRET_1]"} {
+		if !strings.Contains(stored, want) {
+			t.Errorf("stored request %q lacks %s", stored, want)
+		}
+	}
+	// The same address in request and response gets the same placeholder.
+	if !strings.Contains(replied, "[EMAIL_1]") {
+		t.Errorf("stored response %q: the address should read [EMAIL_1] as in the request", replied)
+	}
+
+	dump, err := exec.Command("pg_dump", "--data-only", e.dbURL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, dump)
+	}
+	if !strings.Contains(string(dump), task.ID) {
+		t.Fatal("the dump does not even hold the task: the scan would prove nothing")
+	}
+	for _, c := range canaries {
+		if strings.Contains(string(dump), c) {
+			t.Errorf("canary %q found in the database dump", c)
+		}
+		if strings.Contains(logs.String(), c) {
+			t.Errorf("canary %q found in the logs", c)
+		}
+	}
+	if strings.Contains(logs.String(), key) || strings.Contains(logs.String(), "privacy-1") {
+		t.Error("the logs hold an API key or a clear idempotency key")
+	}
+	if !strings.Contains(logs.String(), task.ID) {
+		t.Error("no logs were captured: the scan would prove nothing")
+	}
+}
+
+func mustQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
