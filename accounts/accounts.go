@@ -136,3 +136,57 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 	p.Role = Role(role)
 	return p, nil
 }
+
+// Privacy is an owner's data policy.
+type Privacy struct {
+	OwnerID               string `json:"owner_id"`
+	RedactionPolicy       string `json:"redaction_policy"` // redact, hash-only or full
+	BodyRetentionDays     int    `json:"body_retention_days"`
+	MetadataRetentionDays int    `json:"metadata_retention_days"`
+}
+
+// ErrNotFound: no such owner.
+var ErrNotFound = errors.New("accounts: no such owner")
+
+// GetPrivacy returns the owner's policy, or ErrNotFound.
+func (s *Store) GetPrivacy(ctx context.Context, owner string) (Privacy, error) {
+	p := Privacy{OwnerID: owner}
+	err := s.pool.QueryRow(ctx, `SELECT redaction_policy, body_retention_days, metadata_retention_days FROM owners WHERE id = $1`, owner).
+		Scan(&p.RedactionPolicy, &p.BodyRetentionDays, &p.MetadataRetentionDays)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Privacy{}, ErrNotFound
+	}
+	if err != nil {
+		return Privacy{}, fmt.Errorf("accounts: privacy: %w", err)
+	}
+	return p, nil
+}
+
+// SetPrivacy sets the owner's policy (creating the owner if needed). New
+// tasks follow it; stored records keep the policy they were written under.
+// It returns ErrInvalid for an unknown policy or bad retention.
+func (s *Store) SetPrivacy(ctx context.Context, p Privacy) (Privacy, error) {
+	switch p.RedactionPolicy {
+	case "redact", "hash-only", "full":
+	default:
+		return Privacy{}, fmt.Errorf("%w: redaction_policy must be redact, hash-only or full", ErrInvalid)
+	}
+	if p.BodyRetentionDays < 1 || p.BodyRetentionDays > 3650 || p.MetadataRetentionDays < p.BodyRetentionDays || p.MetadataRetentionDays > 3650 {
+		return Privacy{}, fmt.Errorf("%w: retention must be 1-3650 days, metadata at least as long as bodies", ErrInvalid)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := EnsureOwnerTx(ctx, tx, p.OwnerID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE owners SET redaction_policy = $2, body_retention_days = $3, metadata_retention_days = $4 WHERE id = $1`,
+			p.OwnerID, p.RedactionPolicy, p.BodyRetentionDays, p.MetadataRetentionDays)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrInvalid) {
+			return Privacy{}, err
+		}
+		return Privacy{}, fmt.Errorf("accounts: set privacy: %w", err)
+	}
+	return p, nil
+}

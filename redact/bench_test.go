@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -124,5 +125,34 @@ func TestBenchmarkMessage(t *testing.T) {
 	want := map[string]int{KindEmail: 1, KindPhone: 1, KindCard: 1, KindIBAN: 1, KindSecret: 2}
 	if diff := cmp.Diff(want, s.Counts()); diff != "" {
 		t.Errorf("Counts mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkTextNearMisses feeds texts made of nothing but near-misses for
+// one rule, at two sizes: time per byte should not grow with size.
+func BenchmarkTextNearMisses(b *testing.B) {
+	r := newRedactor(b)
+	var emails strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&emails, "u%d@example.com ", i)
+	}
+	for _, bc := range []struct{ name, unit string }{
+		{"sk", "-sk-"},
+		{"jwt", "-eyJaaaaaaaaaaa."},
+		{"bearer", "Bearer x."},
+		{"placeholder", "[SECRET_"},
+		{"phone", "(415) "},
+		{"card", "4111 "},
+		{"distinct-emails", emails.String()},
+	} {
+		for _, size := range []int{16 << 10, 64 << 10} {
+			in := strings.Repeat(bc.unit, size/len(bc.unit)+1)[:size]
+			b.Run(fmt.Sprintf("%s/%dKiB", bc.name, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(in)))
+				for b.Loop() {
+					r.Record().Text(in)
+				}
+			})
+		}
 	}
 }

@@ -21,7 +21,14 @@ const (
 // phoneRule finds phone numbers with a separator or a '+': a bare run of
 // digits is an order number as often as a phone number, and is left alone.
 func phoneRule() rule {
-	r := anchoredRule("phone", KindPhone, maxPhone, phoneIntl+`|`+phoneNANP+`|`+phoneTrunk, nextPhone, phoneOK)
+	r := anchored{
+		name:    "phone",
+		kind:    KindPhone,
+		pattern: phoneIntl + `|` + phoneNANP + `|` + phoneTrunk,
+		window:  upTo(maxPhone),
+		next:    nextPhone,
+		accept:  phoneOK,
+	}.rule()
 	r.norm = func(s string) string {
 		d := digitsOnly(s)
 		if strings.HasPrefix(s, "+") {

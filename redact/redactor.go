@@ -151,23 +151,30 @@ type replacement struct {
 	placeholder string
 }
 
-// minKnown is the shortest detected value that is also replaced wherever it
-// appears later in the record, even where its rule would not fire (a key
-// glued to an identifier, a card number after a letter). Shorter values
-// would chew holes in ordinary words.
-const minKnown = 6
+// Detected values are also replaced wherever else they appear in the record,
+// even where their rule would not fire (a key glued to a word, a card
+// number after a letter). Values shorter than minKnown are not, since they
+// would chew holes in ordinary words, and only the first maxKnown values of
+// a record are, which bounds the cost of looking for them.
+const (
+	minKnown = 6
+	maxKnown = 64
+)
+
+// maxPasses bounds how often Text goes over one input; see Text.
+const maxPasses = 3
 
 // Text returns in with every match replaced by its placeholder. It returns
 // in itself when nothing matched.
 func (s *Session) Text(in string) string {
 	s.fresh = s.fresh[:0]
-	for {
+	for i := 1; ; i++ {
 		n := len(s.fresh)
 		out := s.pass(in)
 		// Text is processed left to right, so a value first found late in in
 		// may have been missed earlier where its rule is blind: go again,
 		// now that it is known, until no pass finds a new value.
-		if len(s.fresh) == n || !containsAny(out, s.fresh) {
+		if len(s.fresh) == n || i == maxPasses || !containsAny(out, s.fresh) {
 			return out
 		}
 	}
@@ -262,7 +269,7 @@ func (s *Session) issue(r *rule, match string) string {
 		p = "[" + r.kind + "_" + strconv.Itoa(s.counts[r.kind]) + "]"
 		s.seen[key] = p
 	}
-	if len(match) >= minKnown {
+	if len(match) >= minKnown && len(s.known) < maxKnown {
 		if _, ok := s.known[match]; !ok {
 			s.known[match] = p
 			s.fresh = append(s.fresh, match)

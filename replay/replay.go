@@ -190,3 +190,65 @@ func redactions(m map[string]int) map[string]int {
 	}
 	return m
 }
+
+// EraseTx removes the texts of the tasks' records (response content) and
+// keeps everything else: a record's shape, timings, classes and usage stay
+// for support and finance after its bodies are gone.
+func EraseTx(ctx context.Context, tx pgx.Tx, taskIDs []string) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE replay_records SET response = response - 'content' || '{"content": ""}'::jsonb
+		WHERE task_id = ANY($1) AND response IS NOT NULL`, taskIDs)
+	if err != nil {
+		return fmt.Errorf("replay: erase: %w", err)
+	}
+	return nil
+}
+
+// AuditEntry is one audited read.
+type AuditEntry struct {
+	ID         int64     `json:"id"`
+	TaskID     string    `json:"task_id"`
+	OwnerID    string    `json:"owner_id"`
+	ActorOwner string    `json:"actor_owner"`
+	ActorKeyID string    `json:"actor_key_id"`
+	ActorRole  string    `json:"actor_role"`
+	Reason     string    `json:"reason"`
+	AccessedAt time.Time `json:"accessed_at"`
+}
+
+// AuditFilter selects audit entries, newest first; Before is the id to
+// continue below (0 for the first page).
+type AuditFilter struct {
+	TaskID  string
+	OwnerID string
+	Before  int64
+	Limit   int
+}
+
+// AuditLog lists audited reads, newest first, and whether more remain.
+func (s *Store) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, bool, error) {
+	limit := min(max(f.Limit, 1), 500)
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, task_id::text, owner_id, actor_owner, actor_key_id::text, actor_role, reason, accessed_at
+		FROM replay_audit
+		WHERE ($1 = '' OR task_id::text = $1) AND ($2 = '' OR owner_id = $2) AND ($3 = 0 OR id < $3)
+		ORDER BY id DESC LIMIT $4`, f.TaskID, f.OwnerID, f.Before, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("replay: audit log: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+		var a AuditEntry
+		return a, r.Scan(&a.ID, &a.TaskID, &a.OwnerID, &a.ActorOwner, &a.ActorKeyID, &a.ActorRole, &a.Reason, &a.AccessedAt)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("replay: audit log: %w", err)
+	}
+	more := len(list) > limit
+	if more {
+		list = list[:limit]
+	}
+	if list == nil {
+		list = []AuditEntry{}
+	}
+	return list, more, nil
+}

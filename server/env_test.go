@@ -70,6 +70,7 @@ type envOptions struct {
 	retryMax       time.Duration
 	webhook        string // budget alert webhook
 	logs           io.Writer
+	allowRerun     bool
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -155,6 +156,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	h := server.New(server.Deps{
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
+		AllowRerun: o.allowRerun,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

@@ -17,22 +17,25 @@ import (
 
 // Problem is an RFC 9457 problem document with Tollgate's stable code.
 type Problem struct {
-	Type    string             `json:"type"`
-	Title   string             `json:"title"`
-	Status  int                `json:"status"`
-	Code    string             `json:"code"`
-	Detail  string             `json:"detail,omitempty"`
-	TraceID string             `json:"trace_id"`
-	Errors  []tasks.FieldError `json:"errors,omitempty"`
+	// Tombstone accompanies a 410 for an erased record.
+	Tombstone *tasks.Tombstone   `json:"tombstone,omitempty"`
+	Type      string             `json:"type"`
+	Title     string             `json:"title"`
+	Status    int                `json:"status"`
+	Code      string             `json:"code"`
+	Detail    string             `json:"detail,omitempty"`
+	TraceID   string             `json:"trace_id"`
+	Errors    []tasks.FieldError `json:"errors,omitempty"`
 }
 
 // apiError is an error the HTTP layer itself raises (bad header, bad JSON).
 // Its detail is ours and safe to show.
 type apiError struct {
-	status int
-	code   string
-	detail string
-	fields []tasks.FieldError
+	status    int
+	code      string
+	detail    string
+	fields    []tasks.FieldError
+	tombstone *tasks.Tombstone
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
@@ -60,19 +63,27 @@ var titles = map[string]string{
 	"internal":                "Internal error",
 	"unavailable":             "Temporarily unavailable; retry shortly",
 	"conflict":                "The request conflicts with the resource's state",
+	"gone":                    "The record's bodies were erased",
 }
 
-// problemFor is the one place where errors become HTTP statuses and codes.
+// problemOf is the one place where errors become HTTP statuses and codes.
 // Anything it does not recognise is an internal error whose detail stays in
 // our logs.
-func problemFor(err error) (status int, code, detail string, fields []tasks.FieldError) {
+func problemOf(err error) Problem {
 	var ae *apiError
+	if errors.As(err, &ae) {
+		return Problem{Status: ae.status, Code: ae.code, Detail: ae.detail, Errors: ae.fields, Tombstone: ae.tombstone}
+	}
+	status, code, detail, fields := classify(err)
+	return Problem{Status: status, Code: code, Detail: detail, Errors: fields}
+}
+
+// classify maps domain errors; see problemOf.
+func classify(err error) (status int, code, detail string, fields []tasks.FieldError) {
 	var ve *tasks.ValidationError
 	var he *echo.HTTPError
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &ae):
-		return ae.status, ae.code, ae.detail, ae.fields
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, "invalid_request", "The request body failed validation.", ve.Fields
 	case errors.Is(err, tasks.ErrIdempotencyKeyReused):
@@ -83,6 +94,12 @@ func problemFor(err error) (status int, code, detail string, fields []tasks.Fiel
 			"The remaining budget cannot cover this request's reservation. The idempotency key was not used.", nil
 	case errors.Is(err, tasks.ErrNotFound):
 		return http.StatusNotFound, "not_found", "No such task.", nil
+	case errors.Is(err, tasks.ErrNotFinished):
+		return http.StatusConflict, "conflict", "The task has not finished yet.", nil
+	case errors.Is(err, accounts.ErrNotFound):
+		return http.StatusNotFound, "not_found", "No such owner.", nil
+	case errors.Is(err, accounts.ErrInvalid):
+		return http.StatusBadRequest, "invalid_request", accountsDetail(err), nil
 	case errors.Is(err, tasks.ErrFinished):
 		return http.StatusConflict, "conflict", "The task already finished; there is nothing to cancel.", nil
 	case errors.Is(err, budget.ErrNotFound):
@@ -123,7 +140,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 				slog.String("trace_id", traceIDOf(c)), slog.String("route", c.Path()), slog.String("error", err.Error()))
 			return
 		}
-		status, code, detail, fields := problemFor(err)
+		p := problemOf(err)
+		status, code := p.Status, p.Code
 		trace := traceIDOf(c)
 		if status >= 500 {
 			log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
@@ -138,10 +156,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			h.Set("Retry-After", "1")
 		}
 		h.Set(echo.HeaderContentType, "application/problem+json")
-		p := Problem{
-			Type: "https://tollgate.dev/problems/" + code, Title: titles[code], Status: status,
-			Code: code, Detail: detail, TraceID: trace, Errors: fields,
-		}
+		p.Type, p.Title, p.TraceID = "https://tollgate.dev/problems/"+code, titles[code], trace
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)
 			return
@@ -156,6 +171,16 @@ func budgetDetail(err error) string {
 	msg := err.Error()
 	if i := strings.Index(msg, "budget: invalid: "); i >= 0 {
 		return strings.TrimSpace(msg[i+len("budget: invalid: "):])
+	}
+	return "The request parameters are out of range."
+}
+
+// accountsDetail is the detail of an accounts.ErrInvalid: the package's
+// own text, naming the field and its range.
+func accountsDetail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "accounts: invalid: "); i >= 0 {
+		return strings.TrimSpace(msg[i+len("accounts: invalid: "):])
 	}
 	return "The request parameters are out of range."
 }

@@ -26,6 +26,8 @@ type Deps struct {
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N. Default 60s.
 	MaxWait time.Duration
+	// AllowRerun enables POST /v1/tasks/{id}/rerun (TOLLGATE_ALLOW_RERUN=on).
+	AllowRerun bool
 	// Metrics is served at /metrics; nil serves an empty registry.
 	Metrics *metrics.Metrics
 }

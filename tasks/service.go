@@ -41,6 +41,7 @@ type Config struct {
 	MaxSnooze        time.Duration // longest a waiting job sleeps before looking again; default 30s
 	DefaultDeadline  time.Duration // a task's whole life unless the request sets deadline_s; default 1h
 	ReapEvery        time.Duration // how often the orphan reaper runs; default 1m
+	PurgeEvery       time.Duration // how often body retention runs; default 1h
 	RetryBase        time.Duration // first transient backoff; default 1s
 	RetryMax         time.Duration // backoff and throttle pause cap; default 1m
 	MaxWorkers       int           // concurrent tasks per process; default 100
@@ -96,6 +97,9 @@ func (c *Config) defaults() error {
 	if c.ReapEvery <= 0 {
 		c.ReapEvery = time.Minute
 	}
+	if c.PurgeEvery <= 0 {
+		c.PurgeEvery = time.Hour
+	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = time.Second
 	}
@@ -133,6 +137,9 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// maintenanceQueue runs Tollgate's own periodic jobs (retention).
+const maintenanceQueue = "maintenance"
+
 // queueFor is the River queue of a provider key.
 func queueFor(providerKey string) string { return "provider_" + providerKey }
 
@@ -152,12 +159,16 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger)}
+	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
 		return nil, fmt.Errorf("tasks: register worker: %w", err)
 	}
-	queues := map[string]river.QueueConfig{}
+	if err := river.AddWorkerSafely(workers, &purgeWorker{svc: s}); err != nil {
+		return nil, fmt.Errorf("tasks: register purge worker: %w", err)
+	}
+	queues[maintenanceQueue] = river.QueueConfig{MaxWorkers: 1}
 	for _, p := range cfg.Catalog.Providers {
 		queues[queueFor(p.Key)] = river.QueueConfig{MaxWorkers: cfg.MaxWorkers}
 	}
@@ -169,6 +180,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		Logger:               cfg.Logger,
 		MaxAttempts:          cfg.MaxAttempts + riverAttemptMargin,
+		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.PurgeEvery),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return PurgeArgs{}, &river.InsertOpts{Queue: maintenanceQueue, UniqueOpts: river.UniqueOpts{ByPeriod: cfg.PurgeEvery}}
+			}, &river.PeriodicJobOpts{RunOnStart: true})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
@@ -220,6 +235,7 @@ type Submission struct {
 	IdempotencyKey string
 	TraceID        string
 	Request        Request
+	RerunOf        string // the task this one repeats, for reruns
 }
 
 // Create submits a task under the owner's idempotency key. Task row,
@@ -271,11 +287,11 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		id := uuid.New().String()
 		rows, err := tx.Query(ctx, `
 			INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
-			                   workload, payload, redaction_policy)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11)
+			                   workload, payload, redaction_policy, rerun_of)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 			RETURNING `+taskColumns, id, owner, key, hash, stored, model, amount, deadline, sub.Workload,
-			s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy)
+			s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy, sub.RerunOf)
 		if err != nil {
 			return err
 		}
@@ -448,15 +464,9 @@ type Page struct {
 // clients; a malformed one returns ErrInvalidCursor.
 func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Page, error) {
 	limit = min(max(limit, 1), 100)
-	var after struct {
-		At time.Time `json:"t"`
-		ID string    `json:"i"`
-	}
-	if cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || json.Unmarshal(raw, &after) != nil || uuid.Validate(after.ID) != nil {
-			return Page{}, ErrInvalidCursor
-		}
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return Page{}, err
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+taskColumns+` FROM tasks
@@ -473,18 +483,40 @@ func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Pa
 	for i := range list {
 		s.reveal(&list[i])
 	}
+	return page(list, limit), nil
+}
+
+// cursor is a position in a newest-first listing.
+type cursor struct {
+	At time.Time `json:"t"`
+	ID string    `json:"i"`
+}
+
+func decodeCursor(c string) (cursor, error) {
+	var after cursor
+	if c == "" {
+		return after, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || json.Unmarshal(raw, &after) != nil || uuid.Validate(after.ID) != nil {
+		return cursor{}, ErrInvalidCursor
+	}
+	return after, nil
+}
+
+// page cuts a result fetched with limit+1 rows into a page and its cursor.
+func page(list []Task, limit int) Page {
 	p := Page{Tasks: list}
 	if len(list) > limit {
 		p.Tasks = list[:limit]
 		last := p.Tasks[limit-1]
-		after.At, after.ID = last.CreatedAt, last.ID
-		raw, _ := json.Marshal(after)
+		raw, _ := json.Marshal(cursor{At: last.CreatedAt, ID: last.ID})
 		p.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
 	}
 	if p.Tasks == nil {
 		p.Tasks = []Task{}
 	}
-	return p, nil
+	return p
 }
 
 const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
@@ -557,4 +589,39 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 	}
 	s.observe(final)
 	return s.Get(ctx, owner, id)
+}
+
+// Rerun creates a NEW task that repeats a finished one's request: a new
+// idempotency key derived from the old task and the caller's key, charged
+// to the owner's budget like any task, linked by rerun_of. The original
+// task and its record are never touched. owner "" lets an admin rerun any
+// owner's task (still charged to that owner). It returns ErrNotFound,
+// ErrNotFinished, or ErrErased when the request body is gone.
+func (s *Service) Rerun(ctx context.Context, owner, id, key, traceID string) (Created, error) {
+	var t Task
+	var err error
+	if owner == "" {
+		t, err = s.GetAny(ctx, id)
+	} else {
+		t, err = s.Get(ctx, owner, id)
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	if !t.Status.Final() {
+		return Created{}, ErrNotFinished
+	}
+	if t.BodiesErasedAt != nil {
+		return Created{}, ErrErased
+	}
+	raw, err := s.rawRequest(t)
+	if err != nil {
+		return Created{}, fmt.Errorf("tasks: rerun: %w", err)
+	}
+	derived := "rerun/" + t.ID + "/" + key
+	if !ValidIdempotencyKey(key) || !ValidIdempotencyKey(derived) {
+		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-200 printable ASCII characters for a rerun"}}}
+	}
+	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: t.Workload, IdempotencyKey: derived,
+		TraceID: traceID, Request: raw, RerunOf: t.ID})
 }

@@ -1,0 +1,218 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/tollgate/tollgate/replay"
+)
+
+// ErrErased is returned for a task whose bodies were erased (by retention
+// or on request); Tombstone says when and by whom.
+var ErrErased = errors.New("tasks: bodies erased")
+
+// Tombstone records an erasure.
+type Tombstone struct {
+	ErasedAt time.Time `json:"erased_at"`
+	ErasedBy string    `json:"erased_by"`
+	Reason   string    `json:"reason"` // "deleted" or "retention"
+}
+
+// eraseTx erases a task's bodies (stored request, sealed request and
+// output, replay response texts) and keeps the metadata finance and
+// support need: ids, model, status, usage, costs, timings, classes.
+func eraseTx(ctx context.Context, tx pgx.Tx, ids []string, by, reason string) (int64, error) {
+	tag, err := tx.Exec(ctx, `
+		UPDATE tasks SET request = jsonb_build_object('messages', '[]'::jsonb, 'erased', true),
+		       payload = NULL, output_sealed = NULL,
+		       bodies_erased_at = now(), bodies_erased_by = $2, bodies_erased_reason = $3
+		WHERE id = ANY($1) AND bodies_erased_at IS NULL`, ids, by, reason)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), replay.EraseTx(ctx, tx, ids)
+}
+
+// Erase erases the bodies of the owner's task now ("" owner: any owner's,
+// for admins), leaving a tombstone naming who asked. It returns
+// ErrNotFound, or ErrErased with the existing tombstone when already
+// erased.
+func (s *Service) Erase(ctx context.Context, owner, id, by string) (Tombstone, error) {
+	if uuid.Validate(id) != nil {
+		return Tombstone{}, ErrNotFound
+	}
+	var ts Tombstone
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t, err := lockTask(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if owner != "" && t.OwnerID != owner {
+			return ErrNotFound
+		}
+		if !t.Status.Final() {
+			return fmt.Errorf("%w: the task is still running", ErrNotFinished)
+		}
+		if _, err := eraseTx(ctx, tx, []string{id}, by, "deleted"); err != nil {
+			return err
+		}
+		ts, err = tombstoneTx(ctx, tx, id)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrNotFinished) {
+		return Tombstone{}, fmt.Errorf("tasks: erase: %w", err)
+	}
+	return ts, err
+}
+
+// ErrNotFinished is returned for an operation that needs a finished task.
+var ErrNotFinished = errors.New("tasks: task not finished")
+
+// TombstoneOf returns the task's tombstone, or nil when its bodies are
+// intact.
+func (s *Service) TombstoneOf(ctx context.Context, id string) (*Tombstone, error) {
+	var ts Tombstone
+	var at *time.Time
+	var by, reason *string
+	err := s.pool.QueryRow(ctx, `SELECT bodies_erased_at, bodies_erased_by, bodies_erased_reason FROM tasks WHERE id = $1`, id).
+		Scan(&at, &by, &reason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tasks: tombstone: %w", err)
+	}
+	if at == nil {
+		return nil, nil
+	}
+	ts.ErasedAt, ts.ErasedBy, ts.Reason = *at, deref(by), deref(reason)
+	return &ts, nil
+}
+
+func tombstoneTx(ctx context.Context, tx pgx.Tx, id string) (Tombstone, error) {
+	var ts Tombstone
+	err := tx.QueryRow(ctx, `SELECT bodies_erased_at, bodies_erased_by, bodies_erased_reason FROM tasks WHERE id = $1`, id).
+		Scan(&ts.ErasedAt, &ts.ErasedBy, &ts.Reason)
+	return ts, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// PurgeBodies erases the bodies of finished tasks older than their owner's
+// body retention, as of now, in batches of batch rows, each batch its own
+// short transaction (SKIP LOCKED, so it never waits on or blocks live
+// work). Metadata stays. It returns how many tasks it erased.
+func (s *Service) PurgeBodies(ctx context.Context, now time.Time, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `
+				SELECT t.id::text FROM tasks t JOIN owners o ON o.id = t.owner_id
+				WHERE t.bodies_erased_at IS NULL AND t.finished_at IS NOT NULL
+				  AND t.finished_at < $1::timestamptz - make_interval(days => o.body_retention_days)
+				ORDER BY t.created_at
+				LIMIT $2
+				FOR UPDATE OF t SKIP LOCKED`, now, batch)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			n, err = eraseTx(ctx, tx, ids, "system", "retention")
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("tasks: purge: %w", err)
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// PurgeArgs is the periodic River job that applies body retention. River
+// enqueues periodic jobs from its elected leader only, so one instance
+// purges at a time however many run.
+type PurgeArgs struct{}
+
+// Kind names the job kind in river_job.
+func (PurgeArgs) Kind() string { return "tollgate_purge_bodies" }
+
+type purgeWorker struct {
+	river.WorkerDefaults[PurgeArgs]
+	svc *Service
+}
+
+func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
+	n, err := w.svc.PurgeBodies(ctx, w.svc.cfg.Now(), 1000)
+	if n > 0 {
+		w.svc.cfg.Logger.Info("retention purged task bodies", slog.Int64("tasks", n))
+	}
+	return err
+}
+
+// SearchFilter selects tasks for support's record search.
+type SearchFilter struct {
+	OwnerID string // "" for every owner (support and admin only)
+	From    time.Time
+	To      time.Time
+	Model   string
+	Status  Status
+	// Query matches a task id, an idempotency key, or words of the stored
+	// (redacted) request.
+	Query  string
+	Cursor string
+	Limit  int
+}
+
+// Search finds tasks for support, newest first, with the same cursor as
+// List. Every condition is served by an index, so it stays fast with
+// millions of records.
+func (s *Service) Search(ctx context.Context, f SearchFilter) (Page, error) {
+	limit := min(max(f.Limit, 1), 100)
+	after, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	if f.To.IsZero() {
+		f.To = time.Now().Add(time.Hour)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+taskColumns+` FROM tasks
+		WHERE ($1 = '' OR owner_id = $1)
+		  AND created_at >= $2 AND created_at < $3
+		  AND ($4 = '' OR model = $4)
+		  AND ($5 = '' OR status = $5)
+		  AND ($6 = '' OR id::text = $6 OR idempotency_key = $6
+		       OR to_tsvector('simple', request::text) @@ plainto_tsquery('simple', $6))
+		  AND ($7::text = '' OR (created_at, id) < ($8::timestamptz, $7::uuid))
+		ORDER BY created_at DESC, id DESC
+		LIMIT $9`, f.OwnerID, f.From, f.To, f.Model, string(f.Status), f.Query, after.ID, after.At, limit+1)
+	if err != nil {
+		return Page{}, fmt.Errorf("tasks: search: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return Page{}, fmt.Errorf("tasks: search: %w", err)
+	}
+	return page(list, limit), nil
+}
