@@ -15,18 +15,17 @@ type privacy struct {
 }
 
 func (s *Service) privacyFor(policy redact.Policy) *privacy {
-	return &privacy{policy: policy, session: s.cfg.Redactor.Record(), key: s.digestKey}
+	return &privacy{policy: policy, session: s.cfg.Redactor.RecordPolicy(policy), key: s.digestKey}
 }
 
-// text is one text as it may be stored.
+// text is one text as it may be stored. Under hash-only the text still
+// goes through the session, so the record's counts say what was there.
 func (p *privacy) text(in string) string {
-	switch p.policy {
-	case redact.PolicyFull:
-		return in
-	case redact.PolicyHashOnly:
+	out := p.session.Text(in)
+	if p.policy == redact.PolicyHashOnly {
 		return "[DIGEST:" + redact.Digest(p.key, in) + "]"
 	}
-	return p.session.Text(in)
+	return out
 }
 
 // request is the request as it may be stored: message texts and string
@@ -64,10 +63,5 @@ func (p *privacy) value(v any) any {
 	return v // numbers, booleans and null carry no text
 }
 
-// counts says what the session replaced, for the replay record.
-func (p *privacy) counts() map[string]int {
-	if p.policy != redact.PolicyRedact {
-		return map[string]int{}
-	}
-	return p.session.Counts()
-}
+// counts says what the session found, for the replay record.
+func (p *privacy) counts() map[string]int { return p.session.Counts() }

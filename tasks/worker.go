@@ -41,15 +41,16 @@ func (w *worker) Timeout(*river.Job[TaskArgs]) time.Duration {
 	return w.svc.cfg.RequestTimeout + time.Minute
 }
 
-// NextRetry is bounded exponential backoff with full jitter: transient
-// failures are retried soon, never in lock-step, never later than RetryMax.
+// NextRetry is bounded exponential backoff with full jitter: a uniform
+// wait between zero and base·2^(attempt-1), capped at RetryMax, so
+// transient failures are retried soon and never in lock-step.
 func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
 	c := w.svc.cfg
 	d := c.RetryBase << min(max(job.Attempt-1, 0), 20)
 	if d <= 0 || d > c.RetryMax {
 		d = c.RetryMax
 	}
-	return time.Now().Add(d/2 + rand.N(d/2+1))
+	return time.Now().Add(rand.N(d + 1))
 }
 
 // Work runs one attempt of the task. See the package doc for the three

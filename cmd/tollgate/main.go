@@ -2,8 +2,9 @@
 //
 //	tollgate serve                       run the HTTP API and the workers
 //	tollgate migrate up|down [N]|version manage the database schema
-//	tollgate keys create --owner O --role client|support|finance|admin
-//	tollgate budget set --owner O --total-micros N
+//	tollgate keys create --owner O --role client|support|finance|admin [--workload W]
+//	tollgate budget set --owner O --total-micros N [--period none|daily|monthly] [--workload W]
+//	tollgate budget verify                prove every balance from the ledger
 //	tollgate classify --provider P --status N [--header 'Name: value']…  classify an error body from stdin
 //	tollgate fakeprovider                run the deterministic fake model provider
 //
@@ -31,8 +32,9 @@ func main() {
 const usage = `usage:
   tollgate serve [--log-format json|text]
   tollgate migrate up|down [N]|version
-  tollgate keys create --owner OWNER --role client|support|finance|admin
-  tollgate budget set --owner OWNER --total-micros N
+  tollgate keys create --owner OWNER --role client|support|finance|admin [--workload W]
+  tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W]
+  tollgate budget verify
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
   tollgate fakeprovider
 `
