@@ -131,8 +131,8 @@ func (c *Config) defaults() error {
 	if c.AlertThresholds == nil {
 		c.AlertThresholds = budget.DefaultThresholds
 	}
-	if c.RescueAfter <= c.RequestTimeout+time.Minute {
-		return fmt.Errorf("tasks: RescueAfter (%s) must exceed the job timeout (%s)", c.RescueAfter, c.RequestTimeout+time.Minute)
+	if c.RescueAfter <= c.jobTimeout() {
+		return fmt.Errorf("tasks: RescueAfter (%s) must exceed the job timeout, REQUEST_TIMEOUT plus %s (%s)", c.RescueAfter, jobMargin, c.jobTimeout())
 	}
 	return nil
 }
@@ -191,6 +191,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	s.river = client
 	return s, nil
 }
+
+// jobMargin is the time a job may spend around its provider call (the
+// transactions before and after it).
+const jobMargin = 10 * time.Second
+
+func (c *Config) jobTimeout() time.Duration { return c.RequestTimeout + jobMargin }
 
 // riverAttemptMargin lets River run a job a few more times than the task's
 // own attempt limit, so that a job is never discarded by River while its task

@@ -38,7 +38,7 @@ type worker struct {
 // Timeout bounds one run of the job: the provider call plus the short
 // transactions around it.
 func (w *worker) Timeout(*river.Job[TaskArgs]) time.Duration {
-	return w.svc.cfg.RequestTimeout + time.Minute
+	return w.svc.cfg.jobTimeout()
 }
 
 // NextRetry is bounded exponential backoff with full jitter: a uniform

@@ -38,6 +38,7 @@ type config struct {
 	MaxAttempts      int
 	DefaultMaxTokens int
 	Workers          int
+	RescueAfter      time.Duration
 	PricesSpec       string
 	ConfigFile       string
 	Catalog          *catalog.Catalog
@@ -81,6 +82,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Workers, err = intVar(getenv, "TOLLGATE_WORKERS", 100, 1, 10_000); err != nil {
 		return c, err
 	}
+	rescue, err := intVar(getenv, "TOLLGATE_RESCUE_AFTER_MS", 3_600_000, 1000, 86_400_000)
+	if err != nil {
+		return c, err
+	}
+	c.RescueAfter = time.Duration(rescue) * time.Millisecond
 	c.ConfigFile = getenv("TOLLGATE_CONFIG")
 	if c.ConfigFile != "" {
 		if c.Catalog, err = catalog.Load(c.ConfigFile, getenv); err != nil {
@@ -116,6 +122,7 @@ func (c config) logValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Int("max_attempts", c.MaxAttempts),
 		slog.Int("workers", c.Workers),
+		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
 		slog.String("config_file", c.ConfigFile),
 		slog.String("prices", c.PricesSpec),
 		slog.Any("providers", providersForLog(c.Catalog)),

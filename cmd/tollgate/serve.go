@@ -92,7 +92,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
-		FetchCooldown: 20 * time.Millisecond,
+		FetchCooldown: 20 * time.Millisecond, RescueAfter: cfg.RescueAfter,
 	})
 	if err != nil {
 		return err
