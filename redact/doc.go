@@ -59,16 +59,31 @@
 //  6. phone numbers: +CC international and common national formats;
 //  7. custom rules, in the order given to New.
 //
-// Every rule is linear in the text: prefixed secrets are found with
-// strings.Index before an anchored regexp confirms them, and numbers and
+// Every rule is linear in the text, including text made of nothing but
+// near-misses: prefixed secrets are found with strings.Index before an
+// anchored regexp confirms them on a bounded window, and numbers and
 // addresses are scanned by hand.
 //
 // # Trade-offs
 //
-// The rules lean towards replacing too much. About one long number in ten
-// passes Luhn, so one order number in ten that is printed like a card is
-// replaced; phone numbers need a '+' or a separator, so bare digit runs
-// survive, as do numbers in formats not listed above. Anything the
-// built-in rules miss that a deployment knows about (internal ids, other
-// vendors' keys) belongs in a custom Rule.
+// The rules lean towards replacing too much where a miss would be costly:
+//
+//   - About one number in ten passes Luhn, so one order number in ten that
+//     is printed like a card (13 to 19 digits, one run or grouped 4-4-4-4,
+//     4-6-5) and starts with 2 to 6 is replaced. Numbers starting 0, 1 or
+//     7 to 9 (millisecond timestamps, most internal ids) survive, and so
+//     would a card of those networks.
+//   - Phone numbers need a '+' or a separator; bare digit runs survive, as
+//     do national formats other than North American and trunk-0 ones. A
+//     number glued to the next group ("+1 415 555 2671 2026") may take it.
+//   - Vendor keys need a body with a digit or an upper-case letter, so
+//     hyphenated words after "sk-" survive; "Bearer" needs a token of 12
+//     characters with a digit or 20 in mixed case. AWS secret access keys
+//     have no prefix and are found only after their label. HTTP Basic
+//     credentials and other vendors' keys need a custom Rule.
+//   - IBANs must be upper-case; the check digits and the country's length
+//     keep false matches to about one candidate in a hundred.
+//   - Once found, a value of at least 6 bytes is replaced wherever else it
+//     appears in the record (for the first 64 such values), but a Text call
+//     cannot take back what an earlier one returned.
 package redact

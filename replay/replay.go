@@ -69,6 +69,8 @@ type Attempt struct {
 	LatencyMS     *int       `json:"latency_ms"`
 	TraceID       string     `json:"trace_id"`
 	BuildVersion  string     `json:"build_version"`
+	// Stream is set for a streamed attempt.
+	Stream *StreamInfo `json:"stream"`
 	// Redactions counts the placeholders redaction put in this record, by
 	// type ({"EMAIL": 2}), so support can tell what was removed.
 	Redactions map[string]int `json:"redactions"`
@@ -116,11 +118,11 @@ func InsertTx(ctx context.Context, tx pgx.Tx, a Attempt) error {
 	_, err = tx.Exec(ctx, `
 		INSERT INTO replay_records (task_id, attempt, owner_id, state, provider, provider_model, parameters,
 		                            timeout_ms, response, error, started_at, finished_at, latency_ms,
-		                            trace_id, build_version, redactions)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+		                            trace_id, build_version, redactions, stream)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (task_id, attempt) DO NOTHING`,
 		a.TaskID, a.Attempt, a.OwnerID, a.State, a.Provider, a.ProviderModel, params, a.TimeoutMS,
-		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion, redactions(a.Redactions))
+		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion, redactions(a.Redactions), a.Stream)
 	if err != nil {
 		return fmt.Errorf("replay: insert: %w", err)
 	}
@@ -140,7 +142,7 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT task_id::text, attempt, owner_id, state, provider, provider_model, parameters, timeout_ms,
-		       response, error, started_at, finished_at, latency_ms, trace_id, build_version, redactions
+		       response, error, started_at, finished_at, latency_ms, trace_id, build_version, redactions, stream
 		FROM replay_records WHERE task_id = $1 ORDER BY attempt`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("replay: attempts: %w", err)
@@ -149,7 +151,7 @@ func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) 
 		var a Attempt
 		err := r.Scan(&a.TaskID, &a.Attempt, &a.OwnerID, &a.State, &a.Provider, &a.ProviderModel,
 			&a.Parameters, &a.TimeoutMS, &a.Response, &a.Error, &a.StartedAt, &a.FinishedAt, &a.LatencyMS,
-			&a.TraceID, &a.BuildVersion, &a.Redactions)
+			&a.TraceID, &a.BuildVersion, &a.Redactions, &a.Stream)
 		a.summarise()
 		return a, err
 	})
@@ -251,4 +253,12 @@ func (s *Store) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, bool
 		list = []AuditEntry{}
 	}
 	return list, more, nil
+}
+
+// StreamInfo records what a streamed answer's client received: how many
+// chunks, and when it went away if it did. The upstream call completes and
+// is settled whatever the client does.
+type StreamInfo struct {
+	ChunksSent           int        `json:"chunks_sent"`
+	ClientDisconnectedAt *time.Time `json:"client_disconnected_at"`
 }

@@ -232,6 +232,7 @@ func (s *Service) Stop(ctx context.Context) error {
 type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
+	jobID    int64
 }
 
 // Submission is one POST of a task.
@@ -242,6 +243,9 @@ type Submission struct {
 	TraceID        string
 	Request        Request
 	RerunOf        string // the task this one repeats, for reruns
+	// Inline: the caller runs the task itself (RunInline) to stream it; the
+	// River job is scheduled after the call's deadline, as a safety net.
+	Inline bool
 }
 
 // Create submits a task under the owner's idempotency key. Task row,
@@ -324,12 +328,15 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		}); err != nil {
 			return err
 		}
-		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID}, &river.InsertOpts{
-			Queue: queueFor(m.Provider),
-		}); err != nil {
+		opts := &river.InsertOpts{Queue: queueFor(m.Provider)}
+		if sub.Inline {
+			opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
+		}
+		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID}, opts)
+		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
-		out = Created{Task: t}
+		out = Created{Task: t, jobID: res.Job.ID}
 		return nil
 	})
 	switch {

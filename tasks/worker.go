@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
@@ -58,7 +57,8 @@ func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
 // snooze (river.JobSnooze) makes it wait without using an attempt.
 func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 	s := w.svc
-	begun, wait, err := s.beginAttempt(ctx, job)
+	r := riverRun(job)
+	begun, wait, err := s.beginAttempt(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 		Model:          begun.model.ProviderModel,
 		Messages:       begun.raw.Messages,
 		MaxTokens:      s.maxTokens(begun.task.Request),
-		IdempotencyKey: fmt.Sprintf("%s:%d", begun.task.ID, begun.attempt),
+		IdempotencyKey: begun.providerKey(),
 	})
 	cancel()
 	latency := s.cfg.Now().Sub(started)
@@ -81,7 +81,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 	// a canceled call is exactly the outcome the journal must keep.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rcancel()
-	return s.recordOutcome(rctx, job, begun, resp, callErr, latency)
+	return s.recordOutcome(rctx, r, begun, resp, callErr, latency)
 }
 
 type begunAttempt struct {
@@ -92,7 +92,11 @@ type begunAttempt struct {
 	model   catalog.Model
 	prov    catalog.Provider
 	raw     Request // the unsealed request, in memory only
+	stream  *replay.StreamInfo
 }
+
+// providerKey is the Idempotency-Key the provider sees for this attempt.
+func (b *begunAttempt) providerKey() string { return fmt.Sprintf("%s:%d", b.task.ID, b.attempt) }
 
 // journalCounts summarises a task's attempts. Throttled and exhausted
 // attempts do not count against the attempt limit: the request was not at
@@ -130,20 +134,20 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 // canceled mid-call: the call may have reached the provider, so it becomes
 // an ambiguous attempt. It returns the begun attempt, or nil and what the
 // job should do instead (nil when the task is finished, or a snooze).
-func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (begun *begunAttempt, after, err error) {
+func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt, after, err error) {
 	var final *outcome
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		t, err := lockTask(ctx, tx, job.Args.TaskID)
+		t, err := lockTask(ctx, tx, r.taskID)
 		if errors.Is(err, ErrNotFound) || (err == nil && t.Status.Final()) {
 			// Nothing to run; complete the job so it does not linger.
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			err = r.complete(ctx, tx)
 			return err
 		}
 		if err != nil {
 			return err
 		}
 		fail := func(f Failure, jc journalCounts) error {
-			alerts, err := s.endJob(ctx, tx, job, t, f, jc)
+			alerts, err := s.endJob(ctx, tx, r, t, f, jc)
 			final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 			return err
 		}
@@ -157,7 +161,7 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			return fail(failureFor("internal", "", ""), journalCounts{})
 		}
 		t.Request = raw
-		if err := s.markInterrupted(ctx, tx, t, m, prov, job.Args.TraceID); err != nil {
+		if err := s.markInterrupted(ctx, tx, t, m, prov, r.traceID); err != nil {
 			return err
 		}
 		jc, err := countJournal(ctx, tx, t.ID, m.Name)
@@ -178,7 +182,7 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			if err != nil {
 				return err
 			}
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			err = r.complete(ctx, tx)
 			return err
 		}
 		switch {
@@ -186,13 +190,17 @@ func (s *Service) beginAttempt(ctx context.Context, job *river.Job[TaskArgs]) (b
 			return fail(failureFor(lastClass, jc.lastCode, "deadline"), jc)
 		case jc.ambiguous > max(s.cfg.AmbiguousRetries, 0):
 			return fail(failureFor(provider.ClassAmbiguous, "", ""), jc)
-		case jc.counted >= s.cfg.MaxAttempts || job.Attempt >= job.MaxAttempts:
+		case jc.counted >= s.cfg.MaxAttempts || (!r.inline && r.attempt >= r.maxAttempts):
 			return fail(failureFor(lastClass, jc.lastCode, "attempts"), jc)
 		}
 
 		gate, err := circuit.AdmitTx(ctx, tx, m.Provider, s.cfg.ProbeEvery)
 		if err != nil {
 			return err
+		}
+		if !gate.Call && r.inline {
+			// A client waiting on a stream cannot wait out a pause.
+			return fail(failureFor(provider.Class(gate.ReasonClass), gate.ReasonCode, ""), jc)
 		}
 		if !gate.Call {
 			// The key is paused or its breaker is open: the task stays
@@ -237,7 +245,7 @@ func (s *Service) snooze(wait, left time.Duration) time.Duration {
 }
 
 // endJob fails the task and completes its job in the caller's transaction.
-func (s *Service) endJob(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs], t Task, f Failure, jc journalCounts) ([]budget.Alert, error) {
+func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, f Failure, jc journalCounts) ([]budget.Alert, error) {
 	alerts, err := s.finishFailed(ctx, tx, t, f, jc.ambiguous)
 	if err != nil {
 		return nil, err
@@ -245,8 +253,8 @@ func (s *Service) endJob(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task finished",
 		slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("final_status", string(StatusFailed)),
 		slog.String("code", f.Code), slog.String("class", f.Class), slog.Int("attempt", t.Attempts),
-		slog.String("trace_id", job.Args.TraceID))
-	_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		slog.String("trace_id", r.traceID))
+	err = r.complete(ctx, tx)
 	return alerts, err
 }
 
@@ -305,7 +313,7 @@ func (s *Service) record(t Task, m catalog.Model, prov catalog.Provider, attempt
 //	rejected   fail now: the identical payload is never repeated
 //	transient  retry with bounded backoff up to MaxAttempts
 //	ambiguous  retry only as often as AmbiguousRetries allows
-func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b *begunAttempt,
+func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 	resp *provider.Response, callErr error, latency time.Duration) error {
 	var pe *provider.Error
 	if callErr != nil && !errors.As(callErr, &pe) {
@@ -315,7 +323,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 	log := s.cfg.Logger.With(slog.String("task_id", b.task.ID), slog.String("owner_id", b.task.OwnerID),
 		slog.String("model", b.model.Name), slog.String("provider", b.prov.Kind),
 		slog.String("provider_key", b.prov.Key), slog.Int("attempt", b.attempt),
-		slog.Int("upstream_latency_ms", latencyMS), slog.Bool("probe", b.probe), slog.String("trace_id", job.Args.TraceID))
+		slog.Int("upstream_latency_ms", latencyMS), slog.Bool("probe", b.probe), slog.String("trace_id", r.traceID))
 
 	var after error
 	var final *outcome
@@ -326,7 +334,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			return err
 		}
 		t.Request = b.raw // estimates below see what the provider saw
-		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, job.Args.TraceID)
+		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, r.traceID)
 		now := b.startAt.Add(latency)
 		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
 		state := "succeeded"
@@ -349,6 +357,14 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			}
 		}
 		rec.State = state
+		rec.Stream = b.stream
+		if pe != nil && resp != nil && resp.Content != "" {
+			// A cut stream: keep what arrived, redacted like any answer.
+			p := s.privacyFor(redact.Policy(t.policy))
+			_ = p.request(b.raw)
+			rec.Response = &replay.Response{Content: p.text(resp.Content), FinishReason: resp.FinishReason, Model: resp.Model}
+			rec.Redactions = p.counts()
+		}
 		if err := journal(ctx, tx, t.ID, b.attempt, state, pe); err != nil {
 			return err
 		}
@@ -371,7 +387,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			if t.Status.Final() {
 				// Another run finished the task meanwhile (a rescued
 				// duplicate); this attempt is history only.
-				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				err := r.complete(ctx, tx)
 				return err
 			}
 			status := StatusSucceeded
@@ -384,11 +400,11 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			}
 			final = &outcome{status: status, created: t.CreatedAt, alerts: alerts}
 			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			err = r.complete(ctx, tx)
 			return err
 		}
 		if t.Status.Final() {
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			err := r.complete(ctx, tx)
 			return err
 		}
 		if t.CancelRequested {
@@ -397,7 +413,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 				return err
 			}
 			final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			err = r.complete(ctx, tx)
 			return err
 		}
 
@@ -423,8 +439,10 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			f := failureFor(pe.Class, pe.Code, "")
 			f.Message = "Waiting: " + f.Message
 			log.Info("provider key throttled: pausing the key", slog.Int64("pause_ms", wait.Milliseconds()))
-			after = river.JobSnooze(s.snooze(wait, left))
-			return requeue(&f)
+			if !r.inline {
+				after = river.JobSnooze(s.snooze(wait, left))
+				return requeue(&f)
+			}
 		case pe.Class == provider.ClassExhausted:
 			opened, err := circuit.OpenTx(ctx, tx, b.model.Provider, s.cfg.ProbeEvery, string(pe.Class), pe.Code)
 			if err != nil {
@@ -434,14 +452,18 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			if opened {
 				log.Error("ALERT provider key exhausted: circuit breaker opened; tasks stay queued until a probe succeeds")
 			}
-			// Another provider may serve the task meanwhile, if a fallback fits.
-			if switched, err := s.fallback(ctx, tx, job, t, b.model, log); err != nil || switched {
-				return err
+			if !r.inline {
+				// Another provider may serve the task meanwhile, if a fallback fits.
+				if switched, err := s.fallback(ctx, tx, r, t, b.model, log); err != nil || switched {
+					return err
+				}
+				f := failureFor(pe.Class, pe.Code, "")
+				f.Message = "Waiting: " + f.Message
+				after = river.JobSnooze(s.snooze(s.cfg.ProbeEvery, left))
+				return requeue(&f)
 			}
-			f := failureFor(pe.Class, pe.Code, "")
-			f.Message = "Waiting: " + f.Message
-			after = river.JobSnooze(s.snooze(s.cfg.ProbeEvery, left))
-			return requeue(&f)
+		case r.inline:
+			// A streamed task has one attempt: its client is waiting.
 		case pe.Class == provider.ClassAmbiguous && jc.ambiguous <= max(s.cfg.AmbiguousRetries, 0) && jc.counted < s.cfg.MaxAttempts,
 			pe.Class == provider.ClassTransient && jc.counted < s.cfg.MaxAttempts:
 			after = pe
@@ -449,9 +471,9 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 			return requeue(nil)
 		}
 		why := ""
-		if pe.Class == provider.ClassTransient {
+		if pe.Class == provider.ClassTransient && !r.inline {
 			why = "attempts"
-			if switched, err := s.fallback(ctx, tx, job, t, b.model, log); err != nil || switched {
+			if switched, err := s.fallback(ctx, tx, r, t, b.model, log); err != nil || switched {
 				return err
 			}
 		}
@@ -462,7 +484,7 @@ func (s *Service) recordOutcome(ctx context.Context, job *river.Job[TaskArgs], b
 		}
 		final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 		log.Info("task finished", slog.String("final_status", string(StatusFailed)), slog.String("code", f.Code))
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		err = r.complete(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -640,7 +662,7 @@ func (s *Service) modelOf(t Task) (catalog.Model, catalog.Provider, error) {
 // request and whose provider key's breaker is not open: the task is
 // requeued on that model's provider queue (a new job in this transaction)
 // and the current job completes. It reports whether it switched.
-func (s *Service) fallback(ctx context.Context, tx pgx.Tx, job *river.Job[TaskArgs], t Task, current catalog.Model, log *slog.Logger) (bool, error) {
+func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, current catalog.Model, log *slog.Logger) (bool, error) {
 	requested, _, err := s.cfg.Catalog.Resolve(t.Request.Model)
 	if err != nil {
 		return false, nil
@@ -662,10 +684,10 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, job *river.Job[TaskAr
 		if _, err := tx.Exec(ctx, `UPDATE tasks SET model = $2, status = 'queued', error = NULL, updated_at = now() WHERE id = $1`, t.ID, next.Name); err != nil {
 			return false, err
 		}
-		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: job.Args.TraceID}, &river.InsertOpts{Queue: queueFor(next.Provider)}); err != nil {
+		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: r.traceID}, &river.InsertOpts{Queue: queueFor(next.Provider)}); err != nil {
 			return false, err
 		}
-		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		if err := r.complete(ctx, tx); err != nil {
 			return false, err
 		}
 		log.Warn("falling back to the next model of the chain", slog.String("fallback_model", next.Name), slog.String("fallback_provider_key", next.Provider))

@@ -100,7 +100,7 @@ const replayRecord = `{
       "response": null, "error": {"class": "ambiguous", "code": "timeout", "provider_status": null},
       "trace_id": "` + traceID + `", "build_version": "v0.1.0",
       "model": "fake-small", "sent_at": "2025-01-02T03:04:05Z", "outcome": "unknown",
-      "class": "ambiguous", "code": "timeout", "provider_status": null, "redactions": {}
+      "class": "ambiguous", "code": "timeout", "provider_status": null, "redactions": {}, "stream": null
     },
     {
       "attempt": 2, "state": "succeeded", "provider": "fake", "provider_model": "fake-small-2025",
@@ -110,7 +110,7 @@ const replayRecord = `{
         "usage": {"input_tokens": 12, "output_tokens": 3}},
       "error": null, "trace_id": "` + traceID + `", "build_version": "v0.1.0",
       "model": "fake-small", "sent_at": "2025-01-02T03:04:06Z", "outcome": "succeeded",
-      "class": null, "code": null, "provider_status": null, "redactions": {"EMAIL": 1}
+      "class": null, "code": null, "provider_status": null, "redactions": {"EMAIL": 1}, "stream": {"chunks_sent": 3, "client_disconnected_at": null}
     }
   ]
 }`

@@ -21,6 +21,10 @@ type Scripted struct {
 	// goes away or Close is called (then the connection is cut without an
 	// answer): a call the provider received but never answered.
 	Hang bool `json:"hang"`
+	// StreamCutAfter, for a streaming chat completion, streams the default
+	// answer and cuts the connection after this many content chunks: an
+	// upstream stream that dies mid-way. Ignored for non-streaming calls.
+	StreamCutAfter int `json:"stream_cut_after,omitempty"`
 }
 
 // Call is one model call the fake received, on any endpoint.

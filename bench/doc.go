@@ -1,0 +1,16 @@
+// Package bench measures Tollgate end to end against the ceiling Postgres
+// sets on the same machine: the harness behind `make bench` (issue 9).
+//
+// It owns the load generator (open loop at fixed arrival rates, so a slow
+// server cannot slow the arrivals down and hide its own latency), the
+// latency-injecting proxy that stands in for a slow model in front of the
+// fake provider, the samplers of the server's memory and goroutines, the
+// Postgres cost counters read around each step, the pgbench ceiling run,
+// and the report. It talks to Tollgate only over HTTP and to Postgres only
+// through its statistics views, so what it measures is what a client and an
+// operator would see; it imports no Tollgate package.
+//
+// The numbers it prints are for comparison within one run: absolute
+// throughput on a shared machine wanders, the ratio to the ceiling measured
+// minutes apart on the same box is what counts.
+package bench

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func durations(msList ...int) []time.Duration {
+	out := make([]time.Duration, len(msList))
+	for i, v := range msList {
+		out[i] = time.Duration(v) * time.Millisecond
+	}
+	return out
+}
+
+// upTo returns 1ms, 2ms, ... n ms.
+func upTo(n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(i+1) * time.Millisecond
+	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one sample, median", durations(7), 50, 7 * time.Millisecond},
+		{"one sample, p99", durations(7), 99, 7 * time.Millisecond},
+		{"p0 is the minimum", durations(1, 2, 3), 0, 1 * time.Millisecond},
+		{"p100 is the maximum", durations(1, 2, 3), 100, 3 * time.Millisecond},
+		{"above 100 is the maximum", durations(1, 2, 3), 150, 3 * time.Millisecond},
+		{"median of odd count", durations(1, 2, 3, 4, 5), 50, 3 * time.Millisecond},
+		{"median of even count is the lower middle", durations(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{"p50 of 1..100", upTo(100), 50, 50 * time.Millisecond},
+		{"p95 of 1..100", upTo(100), 95, 95 * time.Millisecond},
+		{"p99 of 1..100", upTo(100), 99, 99 * time.Millisecond},
+		{"p99 of 1..200 has no float drift", upTo(200), 99, 198 * time.Millisecond},
+		{"p99 of 1..1000", upTo(1000), 99, 990 * time.Millisecond},
+		{"p99 of 10 samples is the max", upTo(10), 99, 10 * time.Millisecond},
+		{"p99.9 of 1..1000", upTo(1000), 99.9, 999 * time.Millisecond},
+		{"fractional rank rounds up", upTo(3), 50, 2 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := Percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		want    Summary
+	}{
+		{"empty", nil, Summary{}},
+		{"unsorted input", durations(30, 10, 20), Summary{N: 3, Min: 10, Mean: 20, P50: 20, P95: 30, P99: 30, Max: 30}},
+		{"1..100", upTo(100), Summary{N: 100, Min: 1, Mean: 50.5, P50: 50, P95: 95, P99: 99, Max: 100}},
+		{"sub-millisecond", []time.Duration{500 * time.Microsecond, 1500 * time.Microsecond},
+			Summary{N: 2, Min: 0.5, Mean: 1, P50: 0.5, P95: 1.5, P99: 1.5, Max: 1.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in := append([]time.Duration(nil), tt.samples...)
+			got := Summarize(tt.samples)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Summarize mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(in, tt.samples); diff != "" {
+				t.Errorf("Summarize changed its input (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestThroughput(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		n     int
+		first time.Time
+		last  time.Time
+		want  float64
+	}{
+		{"no events", 0, t0, t0, 0},
+		{"one event", 1, t0, t0.Add(time.Second), 0},
+		{"no time between", 5, t0, t0, 0},
+		{"steady 100/s", 1001, t0, t0.Add(10 * time.Second), 100},
+		{"two events half a second apart", 2, t0, t0.Add(500 * time.Millisecond), 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := Throughput(tt.n, tt.first, tt.last); got != tt.want {
+				t.Errorf("Throughput(%d, %v, %v) = %v, want %v", tt.n, tt.first, tt.last, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE replay_records DROP COLUMN stream;
