@@ -156,7 +156,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	h := server.New(server.Deps{
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
-		AllowRerun: o.allowRerun,
+		AllowRerun: o.allowRerun, Catalog: cat,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

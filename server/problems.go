@@ -140,6 +140,10 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 				slog.String("trace_id", traceIDOf(c)), slog.String("route", c.Path()), slog.String("error", err.Error()))
 			return
 		}
+		if isOpenAIRoute(c) {
+			writeOAIError(c, err)
+			return
+		}
 		p := problemOf(err)
 		status, code := p.Status, p.Code
 		trace := traceIDOf(c)

@@ -13,6 +13,8 @@ func routes(e *echo.Echo, d *Deps) {
 
 	v1 := e.Group("/v1", authenticate(d.Accounts))
 	v1.POST("/tasks", createTask(d))
+	v1.POST("/chat/completions", chatCompletions(d))
+	v1.GET("/models", modelsList(d))
 	v1.GET("/tasks", listTasks(d))
 	v1.GET("/tasks/:id", getTask(d))
 	v1.GET("/tasks/:id/replay", getReplay(d))

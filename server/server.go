@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/tasks"
@@ -26,6 +27,11 @@ type Deps struct {
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N. Default 60s.
 	MaxWait time.Duration
+	// Catalog lists the models GET /v1/models shows.
+	Catalog *catalog.Catalog
+	// SyncWait bounds how long /v1/chat/completions waits for its task;
+	// default 60s.
+	SyncWait time.Duration
 	// AllowRerun enables POST /v1/tasks/{id}/rerun (TOLLGATE_ALLOW_RERUN=on).
 	AllowRerun bool
 	// Metrics is served at /metrics; nil serves an empty registry.
@@ -36,6 +42,9 @@ type Deps struct {
 func New(d Deps) *echo.Echo {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
+	}
+	if d.SyncWait <= 0 {
+		d.SyncWait = 60 * time.Second
 	}
 	if d.MaxWait <= 0 {
 		d.MaxWait = 60 * time.Second

@@ -131,6 +131,17 @@ const recheckEvery = 2 * time.Second
 // Wait returns the owner's task once it is finished or when d has passed,
 // whichever comes first; the task as it then is either way.
 func (s *Service) Wait(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
+	return s.wait(ctx, owner, id, d, false)
+}
+
+// WaitAnswerable is Wait for synchronous callers: it also returns as soon
+// as the task is queued behind a paused key or an open breaker (its Error
+// says why), since a caller holding a connection cannot wait that out.
+func (s *Service) WaitAnswerable(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
+	return s.wait(ctx, owner, id, d, true)
+}
+
+func (s *Service) wait(ctx context.Context, owner, id string, d time.Duration, blocked bool) (Task, error) {
 	ch, unsubscribe := s.waiter.subscribe(id)
 	defer unsubscribe()
 	deadline := time.NewTimer(d)
@@ -139,7 +150,7 @@ func (s *Service) Wait(ctx context.Context, owner, id string, d time.Duration) (
 	defer recheck.Stop()
 	for {
 		t, err := s.Get(ctx, owner, id)
-		if err != nil || t.Status.Final() {
+		if err != nil || t.Status.Final() || (blocked && t.Error != nil) {
 			return t, err
 		}
 		select {

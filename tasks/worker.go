@@ -424,6 +424,10 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		}
 		requeue := func(waitReason *Failure) error {
 			_, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', error = $2, updated_at = now() WHERE id = $1`, t.ID, waitReason)
+			if err == nil && waitReason != nil {
+				// Synchronous callers stop waiting on a blocked task.
+				_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, finishedChannel, t.ID)
+			}
 			return err
 		}
 		switch {

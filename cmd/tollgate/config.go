@@ -39,6 +39,7 @@ type config struct {
 	DefaultMaxTokens int
 	Workers          int
 	RescueAfter      time.Duration
+	SyncWait         time.Duration
 	PricesSpec       string
 	ConfigFile       string
 	Catalog          *catalog.Catalog
@@ -87,6 +88,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	c.RescueAfter = time.Duration(rescue) * time.Millisecond
+	wait, err := intVar(getenv, "TOLLGATE_SYNC_WAIT_S", 60, 1, 600)
+	if err != nil {
+		return c, err
+	}
+	c.SyncWait = time.Duration(wait) * time.Second
 	c.ConfigFile = getenv("TOLLGATE_CONFIG")
 	if c.ConfigFile != "" {
 		if c.Catalog, err = catalog.Load(c.ConfigFile, getenv); err != nil {

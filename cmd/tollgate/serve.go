@@ -100,7 +100,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	handler := server.New(server.Deps{
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
-		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on",
+		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)

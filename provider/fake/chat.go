@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 type chatRequest struct {
@@ -25,23 +26,25 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	err := readRequest(w, r, &req)
 	next, scripted := s.record(Call{ReceivedAt: s.now(), Model: req.Model, IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	switch {
-	case scripted && req.Stream && next.StreamCutAfter > 0:
-		s.stream(w, r, req, next.StreamCutAfter)
+	case scripted && req.Stream && (next.StreamCutAfter > 0 || next.ChunkDelayMS > 0):
+		s.stream(w, r, req, next)
 	case scripted:
 		s.serveScripted(w, r, next)
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request. (fake: "+err.Error()+")")
 	case req.Stream:
-		s.stream(w, r, req, 0)
+		s.stream(w, r, req, Scripted{})
 	default:
 		writeJSON(w, http.StatusOK, s.complete(req))
 	}
 }
 
 // stream sends the deterministic answer as chat.completion.chunk events, a
-// few words each, then the usage chunk when asked for and [DONE]. cutAfter
-// > 0 cuts the connection after that many content chunks instead.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, cutAfter int) {
+// few words each, then the usage chunk when asked for and [DONE]. A script
+// entry may slow the chunks down (ChunkDelayMS) or cut the connection after
+// some of them (StreamCutAfter).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, sc Scripted) {
+	cutAfter := sc.StreamCutAfter
 	c := s.complete(req)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -73,12 +76,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 		if cutAfter > 0 && i == cutAfter {
 			panic(http.ErrAbortHandler) // the connection dies mid-stream
 		}
+		var pause <-chan time.Time
+		if sc.ChunkDelayMS > 0 {
+			pause = time.After(time.Duration(sc.ChunkDelayMS) * time.Millisecond)
+		} else {
+			ready := make(chan time.Time)
+			close(ready)
+			pause = ready
+		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-s.closed:
 			panic(http.ErrAbortHandler)
-		default:
+		case <-pause:
 		}
 		send(chunk([]chunkChoice{{Delta: delta{Content: wd}}}, nil))
 	}

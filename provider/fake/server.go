@@ -25,6 +25,9 @@ type Scripted struct {
 	// answer and cuts the connection after this many content chunks: an
 	// upstream stream that dies mid-way. Ignored for non-streaming calls.
 	StreamCutAfter int `json:"stream_cut_after,omitempty"`
+	// ChunkDelayMS, for a streaming chat completion, waits this long
+	// before each content chunk: a slow stream.
+	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
 }
 
 // Call is one model call the fake received, on any endpoint.

@@ -1,0 +1,409 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// The OpenAI-compatible surface: existing SDK code points its base URL at
+// Tollgate and keeps working, and every call becomes a Tollgate task with
+// its reservation, classified failures and replay record.
+
+type oaiMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name,omitempty"`
+}
+
+// oaiRequest holds the fields Tollgate acts on. Other valid OpenAI fields
+// (temperature, top_p, seed, stop, response_format, tools, ...) are
+// accepted and ignored, as the README documents.
+type oaiRequest struct {
+	Model               string       `json:"model"`
+	Messages            []oaiMessage `json:"messages"`
+	MaxTokens           *int         `json:"max_tokens"`
+	MaxCompletionTokens *int         `json:"max_completion_tokens"`
+	N                   *int         `json:"n"`
+	Stream              bool         `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Metadata map[string]any `json:"metadata"`
+	User     string         `json:"user"`
+}
+
+// text turns OpenAI content (a string, or an array of parts) into text;
+// only text parts are supported.
+func (m oaiMessage) text() (string, error) {
+	var s string
+	if err := json.Unmarshal(m.Content, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", errors.New("content must be a string or an array of text parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content parts of type %q are not supported", p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+func (r oaiRequest) task() (tasks.Request, error) {
+	out := tasks.Request{Model: r.Model, Metadata: r.Metadata}
+	if r.N != nil && *r.N != 1 {
+		return out, badRequest("Only n = 1 is supported.", tasks.FieldError{Field: "n", Message: "must be 1"})
+	}
+	switch {
+	case r.MaxCompletionTokens != nil:
+		out.MaxTokens = *r.MaxCompletionTokens
+	case r.MaxTokens != nil:
+		out.MaxTokens = *r.MaxTokens
+	}
+	for i, m := range r.Messages {
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		text, err := m.text()
+		if err != nil {
+			return out, badRequest("A message content is not supported.", tasks.FieldError{Field: fmt.Sprintf("messages[%d].content", i), Message: err.Error()})
+		}
+		out.Messages = append(out.Messages, provider.Message{Role: role, Content: text})
+	}
+	return out, nil
+}
+
+type oaiChoice struct {
+	Index        int               `json:"index"`
+	Message      map[string]string `json:"message"`
+	FinishReason string            `json:"finish_reason"`
+	Logprobs     *struct{}         `json:"logprobs"`
+}
+
+type oaiUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+type oaiCompletion struct {
+	ID      string      `json:"id"`
+	Object  string      `json:"object"`
+	Created int64       `json:"created"`
+	Model   string      `json:"model"`
+	Choices []oaiChoice `json:"choices"`
+	Usage   oaiUsage    `json:"usage"`
+}
+
+func completionID(taskID string) string { return "chatcmpl-" + strings.ReplaceAll(taskID, "-", "") }
+
+func completionOf(t tasks.Task) oaiCompletion {
+	u := t.Result.Usage
+	finish := t.Result.FinishReason
+	if finish == "" || finish == "end_turn" {
+		finish = "stop"
+	}
+	return oaiCompletion{
+		ID: completionID(t.ID), Object: "chat.completion", Created: t.CreatedAt.Unix(), Model: t.Result.Model,
+		Choices: []oaiChoice{{Message: map[string]string{"role": "assistant", "content": t.Result.Output}, FinishReason: finish}},
+		Usage:   oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens},
+	}
+}
+
+// taskFailed carries a failed task to the error renderer.
+type taskFailed struct{ task tasks.Task }
+
+func (e *taskFailed) Error() string { return "task failed: " + e.task.Error.Code }
+
+// taskPending: the task outlived the synchronous wait.
+type taskPending struct {
+	taskID string
+	keyed  bool // the client sent an Idempotency-Key, so retrying is safe
+}
+
+func (e *taskPending) Error() string { return "task still running: " + e.taskID }
+
+// chatCompletions: POST /v1/chat/completions.
+func chatCompletions(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var in oaiRequest
+		if err := decodeLenient(c, d.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		req, err := in.task()
+		if err != nil {
+			return err
+		}
+		key := c.Request().Header.Get("Idempotency-Key")
+		keyed := key != ""
+		if keyed && !tasks.ValidIdempotencyKey(key) {
+			return &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
+				detail: "An Idempotency-Key must be 1-255 printable ASCII characters."}
+		}
+		if !keyed {
+			key = "chatcmpl/" + uuid.NewString()
+		}
+		p := principalOf(c)
+		ctx := c.Request().Context()
+		created, err := d.Tasks.Create(ctx, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
+			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream})
+		if err != nil {
+			return err
+		}
+		h := c.Response().Header()
+		h.Set("X-Tollgate-Task-Id", created.Task.ID)
+		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		if in.Stream && !created.Replayed {
+			return streamCompletion(c, d, created, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
+		}
+		t, err := d.Tasks.WaitAnswerable(ctx, p.OwnerID, created.Task.ID, d.SyncWait)
+		if err != nil {
+			return err
+		}
+		if !t.Status.Final() && t.Error != nil {
+			// Blocked behind a paused key or an open breaker: answer now
+			// with the reason, and cancel the task so that it does not run
+			// (and charge) later for a client that has gone.
+			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
+				ct.Error = t.Error
+				return &taskFailed{task: ct}
+			}
+		}
+		switch {
+		case t.Status == tasks.StatusSucceeded && in.Stream:
+			// A replayed streaming request gets the stored answer as a stream.
+			sse := newSSE(c)
+			sse.content(t, t.Result.Output)
+			return sse.finish(t, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
+		case t.Status == tasks.StatusSucceeded:
+			return c.JSON(http.StatusOK, completionOf(t))
+		case t.Status.Final():
+			return &taskFailed{task: t}
+		}
+		return &taskPending{taskID: t.ID, keyed: keyed}
+	}
+}
+
+// sse writes OpenAI chat.completion.chunk events.
+type sse struct {
+	c       echo.Context
+	started bool
+	gone    bool
+}
+
+func newSSE(c echo.Context) *sse { return &sse{c: c} }
+
+func (s *sse) start(t tasks.Task) {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.c.Response().Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.c.Response().WriteHeader(http.StatusOK)
+	s.send(s.chunk(t, map[string]string{"role": "assistant", "content": ""}, nil, nil))
+}
+
+func (s *sse) chunk(t tasks.Task, delta map[string]string, finish *string, usage *oaiUsage) map[string]any {
+	choices := []map[string]any{}
+	if delta != nil || finish != nil {
+		if delta == nil {
+			delta = map[string]string{}
+		}
+		choices = append(choices, map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil})
+	}
+	return map[string]any{"id": completionID(t.ID), "object": "chat.completion.chunk", "created": t.CreatedAt.Unix(),
+		"model": t.Model, "choices": choices, "usage": usage}
+}
+
+// send writes one event; it reports false once the client is gone.
+func (s *sse) send(v any) bool {
+	if s.gone {
+		return false
+	}
+	b, _ := json.Marshal(v)
+	if _, err := fmt.Fprintf(s.c.Response(), "data: %s\n\n", b); err != nil || s.c.Request().Context().Err() != nil {
+		s.gone = true
+		return false
+	}
+	s.c.Response().Flush()
+	return true
+}
+
+func (s *sse) content(t tasks.Task, text string) bool {
+	s.start(t)
+	return s.send(s.chunk(t, map[string]string{"content": text}, nil, nil))
+}
+
+func (s *sse) finish(t tasks.Task, withUsage bool) error {
+	s.start(t)
+	finish := "stop"
+	if t.Result != nil && t.Result.FinishReason != "" && t.Result.FinishReason != "end_turn" {
+		finish = t.Result.FinishReason
+	}
+	s.send(s.chunk(t, nil, &finish, nil))
+	if withUsage && t.Result != nil {
+		u := t.Result.Usage
+		s.send(s.chunk(t, nil, nil, &oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}))
+	}
+	if !s.gone {
+		fmt.Fprint(s.c.Response(), "data: [DONE]\n\n")
+		s.c.Response().Flush()
+	}
+	return nil
+}
+
+// streamCompletion runs the task inline and relays the provider's stream.
+// The upstream call does not depend on this connection: a client that
+// leaves does not stop it, and the task is settled all the same.
+func streamCompletion(c echo.Context, d *Deps, created tasks.Created, withUsage bool) error {
+	out := newSSE(c)
+	t, err := d.Tasks.RunInline(c.Request().Context(), created, traceIDOf(c), tasks.Stream{
+		Deliver: func(delta string) bool { return out.content(created.Task, delta) },
+	})
+	if err != nil {
+		if out.started {
+			out.send(map[string]any{"error": map[string]any{"message": "Tollgate failed to finish the stream.", "type": "server_error", "code": "application_failure", "param": nil}})
+			return nil
+		}
+		return err
+	}
+	if t.Status != tasks.StatusSucceeded {
+		if out.started {
+			// Too late for a status code: the error goes in the stream,
+			// as OpenAI sends it.
+			_, body := oaiError(&taskFailed{task: t})
+			delete(body, "retry")
+			out.send(body)
+			return nil
+		}
+		return &taskFailed{task: t}
+	}
+	return out.finish(t, withUsage)
+}
+
+// decodeLenient decodes a JSON body accepting unknown fields: OpenAI adds
+// fields all the time, and SDKs send them.
+func decodeLenient(c echo.Context, limit int64, dst any) error {
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, limit)
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	return decodeError(dec.Decode(dst))
+}
+
+// modelsList: GET /v1/models in OpenAI's shape: the configured model names.
+func modelsList(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		type model struct {
+			ID      string `json:"id"`
+			Object  string `json:"object"`
+			Created int64  `json:"created"`
+			OwnedBy string `json:"owned_by"`
+		}
+		out := struct {
+			Object string  `json:"object"`
+			Data   []model `json:"data"`
+		}{Object: "list", Data: []model{}}
+		if d.Catalog != nil {
+			for _, m := range d.Catalog.Models {
+				out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+			}
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// oaiStatus is how each task failure code is answered on the OpenAI
+// surface, chosen so that SDK retry logic does the right thing.
+var oaiStatus = map[string]int{
+	tasks.CodeModelIncompatible:           http.StatusBadGateway,
+	tasks.CodeIncompatibleModelResponse:   http.StatusBadGateway,
+	tasks.CodeModelQuotaExhausted:         http.StatusServiceUnavailable,
+	tasks.CodeModelRateLimited:            http.StatusServiceUnavailable,
+	tasks.CodeModelTemporarilyUnavailable: http.StatusServiceUnavailable,
+	tasks.CodePossiblyExecuted:            http.StatusBadGateway,
+	tasks.CodeApplicationFailure:          http.StatusInternalServerError,
+}
+
+// oaiError renders any error in OpenAI's envelope. Retryable failures get
+// Retry-After; failures no retry can fix get x-should-retry: false, which
+// the official SDKs honour, so clients never hammer an exhausted account or
+// repeat a rejected request.
+func oaiError(err error) (int, map[string]any) {
+	var tf *taskFailed
+	var tp *taskPending
+	var status int
+	var code, message string
+	retry := false
+	switch {
+	case errors.As(err, &tf):
+		f := tf.task.Error
+		status, code, message = oaiStatus[f.Code], f.Code, f.Message+" (task "+tf.task.ID+")"
+		if status == 0 {
+			status = http.StatusBadGateway
+		}
+		retry = f.Retryable && f.Code != tasks.CodeModelQuotaExhausted
+	case errors.As(err, &tp):
+		status, code, retry = http.StatusServiceUnavailable, "task_pending", tp.keyed
+		message = "The task " + tp.taskID + " is still running; poll GET /v1/tasks/" + tp.taskID + " for its result."
+	default:
+		p := problemOf(err)
+		status, code, message = p.Status, p.Code, p.Detail
+		retry = status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
+	}
+	typ := "invalid_request_error"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status == http.StatusPaymentRequired:
+		typ = "insufficient_quota"
+	case status >= 500:
+		typ = "server_error"
+	}
+	return status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code},
+		"retry": retry}
+}
+
+// writeOAIError answers err in OpenAI's envelope with the retry headers.
+func writeOAIError(c echo.Context, err error) {
+	status, body := oaiError(err)
+	retry, _ := body["retry"].(bool)
+	delete(body, "retry")
+	h := c.Response().Header()
+	if retry {
+		h.Set("Retry-After", "1")
+		h.Set("retry-after-ms", "1000")
+		h.Set("x-should-retry", "true")
+	} else {
+		h.Set("x-should-retry", "false")
+	}
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
+	}
+	_ = c.JSON(status, body)
+}
+
+// isOpenAIRoute reports whether errors on this route use OpenAI's envelope.
+func isOpenAIRoute(c echo.Context) bool {
+	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models"
+}
