@@ -71,9 +71,57 @@ type Catalog struct {
 	// PassThrough: models not listed run on the first provider at the
 	// default price (the zero-config path). A file may enable it too.
 	PassThrough bool `yaml:"pass_through"`
+	// Routes are named, versioned prompts (see package routes, which
+	// compiles and validates them).
+	Routes []RouteConfig `yaml:"routes"`
 	// DefaultPrice applies to pass-through models.
 	DefaultInputMicrosPerMTok  int64 `yaml:"default_input_micros_per_mtok"`
 	DefaultOutputMicrosPerMTok int64 `yaml:"default_output_micros_per_mtok"`
+}
+
+// RouteConfig is one route as written in the file.
+type RouteConfig struct {
+	Name          string       `yaml:"name"`
+	PromptVersion string       `yaml:"prompt_version"`
+	SystemPrompt  string       `yaml:"system_prompt"`
+	UserTemplate  string       `yaml:"user_template"` // {{field}} placeholders from the input
+	Input         []InputField `yaml:"input"`
+	Model         string       `yaml:"model"` // its fallback chain comes from the model's entry
+	MaxTokens     int          `yaml:"max_tokens"`
+	DeadlineMS    int          `yaml:"deadline_ms"`
+	MaxRetries    int          `yaml:"max_retries"` // transient failures only
+	Output        RouteOutput  `yaml:"output"`
+	Fallback      any          `yaml:"fallback"`
+	OnFailure     string       `yaml:"on_failure"` // fallback or error
+	Guards        RouteGuards  `yaml:"guards"`
+}
+
+// InputField is one field of a route's input.
+type InputField struct {
+	Name      string   `yaml:"name"`
+	Type      string   `yaml:"type"` // string, integer, number, boolean
+	Required  *bool    `yaml:"required"`
+	Trim      bool     `yaml:"trim"`
+	MinLength int      `yaml:"min_length"`
+	MaxLength int      `yaml:"max_length"`
+	Min       *float64 `yaml:"min"`
+	Max       *float64 `yaml:"max"`
+}
+
+// RouteOutput is a route's output contract.
+type RouteOutput struct {
+	Type      string         `yaml:"type"` // text or json
+	MaxLength int            `yaml:"max_length"`
+	Schema    map[string]any `yaml:"schema"` // JSON Schema for type json
+}
+
+// RouteGuards are a route's per-user limits.
+type RouteGuards struct {
+	RateLimit *struct {
+		Requests int `yaml:"requests"`
+		WindowS  int `yaml:"window_s"`
+	} `yaml:"rate_limit"`
+	DailyCalls int `yaml:"daily_calls"`
 }
 
 var keyFormat = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)

@@ -32,6 +32,7 @@ type Metrics struct {
 	breakerOpened   *prometheus.CounterVec
 	tasksCreated    *prometheus.CounterVec
 	orphans         prometheus.Counter
+	fallbacks       *prometheus.CounterVec
 	budgetAlerts    *prometheus.CounterVec
 }
 
@@ -67,6 +68,9 @@ func New() *Metrics {
 		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded.",
 		}, []string{"outcome"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_fallbacks_total", Help: "Route answers a guard substituted with the fallback, by route, guard and reason. Kept apart from 5xx: a fallback is an answer.",
+		}, []string{"route", "guard", "reason"}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_budget_orphans_reaped_total", Help: "Reservations the reaper had to close: held by finished tasks or tasks long past their deadline. Any is a bug to look at.",
 		}),
@@ -74,8 +78,12 @@ func New() *Metrics {
 			Name: "tollgate_budget_alerts_total", Help: "Budget threshold alerts fired, by threshold percent.",
 		}, []string{"threshold_pct"}),
 	}
+	// Alert series exist from the start, so increase() sees the first one.
+	for _, pct := range []string{"70", "90"} {
+		m.budgetAlerts.WithLabelValues(pct)
+	}
 	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
-		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts,
+		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts, m.fallbacks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -125,6 +133,15 @@ func (m *Metrics) BreakerOpened(providerKey string) {
 		return
 	}
 	m.breakerOpened.WithLabelValues(providerKey).Inc()
+}
+
+// Fallback counts a route answer a guard substituted. route comes from the
+// configuration; guard and reason from closed sets.
+func (m *Metrics) Fallback(route, guard, reason string) {
+	if m == nil {
+		return
+	}
+	m.fallbacks.WithLabelValues(route, guard, reason).Inc()
 }
 
 // OrphanReaped counts a reservation the reaper closed.

@@ -111,8 +111,8 @@ func (mg *Migrator) Version() (version uint, dirty bool, err error) {
 	return v, d, nil
 }
 
-// Current reports whether the database behind conn is at the latest
-// embedded version and clean. It reads golang-migrate's bookkeeping table
+// Current reports whether the database behind conn is clean and at least at
+// the latest embedded version. It reads golang-migrate's bookkeeping table
 // directly so that readiness checks need no migrator (and no lock).
 func Current(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
@@ -126,13 +126,19 @@ func Current(ctx context.Context, q interface {
 	if err != nil {
 		return false, fmt.Errorf("migrations: read version: %w", err)
 	}
-	return !dirty && uint(v) == Latest(), nil
+	// A newer schema than this binary's is fine: migrations only add, so a
+	// rolling deploy keeps old instances ready after the new ones migrate.
+	return !dirty && uint(v) >= Latest(), nil
 }
 
 // EnsureDatabase creates the database named in databaseURL if it does not
 // exist, connecting to the server's maintenance database to do so.
 func EnsureDatabase(ctx context.Context, databaseURL string) error {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return fmt.Errorf("migrations: parse DATABASE_URL: %w", err)
+	}
+	cfg, err := pgx.ParseConfig(withoutPoolParams(u).String())
 	if err != nil {
 		return fmt.Errorf("migrations: parse DATABASE_URL: %w", err)
 	}
@@ -177,5 +183,18 @@ func driverURL(databaseURL string) (string, error) {
 	default:
 		return "", fmt.Errorf("migrations: DATABASE_URL scheme %q is not postgres://", u.Scheme)
 	}
-	return u.String(), nil
+	return withoutPoolParams(u).String(), nil
+}
+
+// withoutPoolParams drops pgxpool's own parameters (pool_max_conns, ...):
+// a plain connection would send them to the server, which refuses them.
+func withoutPoolParams(u *url.URL) *url.URL {
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -42,6 +43,7 @@ const testCatalog = `
 providers:
   - {key: default, kind: openai, base_url: fake, api_key_env: TEST_OPENAI_KEY}
   - {key: backup, kind: anthropic, base_url: fake, api_key_env: TEST_ANTHROPIC_KEY}
+  - {key: workers, kind: cloudflare, base_url: fake, account_id: acct1, api_key_env: TEST_CF_KEY}
 default_model: test-model
 models:
   - {name: test-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
@@ -53,10 +55,55 @@ models:
     fallback: [small-backup, backup-model]
   - {name: small-backup, provider: backup, context_window: 50, input_micros_per_mtok: 1, output_micros_per_mtok: 1}
   - {name: backup-model, provider: backup, provider_model: claude-test, input_micros_per_mtok: 3000000, output_micros_per_mtok: 4000000}
+  - {name: cf-model, provider: workers, provider_model: "@cf/meta/llama-3.1-8b-instruct", input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
+routes:
+  - name: draft-reply
+    prompt_version: "2026-11-30.1"
+    system_prompt: "Draft one concise support reply, under 80 words. Never promise account actions."
+    user_template: "Customer message: {{message}}"
+    input: [{name: message, type: string, trim: true, min_length: 1, max_length: 500}]
+    model: test-model
+    max_tokens: 120
+    deadline_ms: 5000
+    max_retries: 1
+    output: {type: text, max_length: 1200}
+    fallback: "Thanks for your message; we will reply shortly."
+    on_failure: error
+  - name: classify-ticket
+    prompt_version: "2026-11-30.1"
+    system_prompt: "Classify the support ticket. Answer only JSON: {\"label\": string, \"confidence\": number}."
+    user_template: "{{ticket}}"
+    input: [{name: ticket, type: string, trim: true, min_length: 1, max_length: 2000}]
+    model: cf-model
+    max_tokens: 60
+    deadline_ms: 8000
+    output:
+      type: json
+      schema:
+        type: object
+        additionalProperties: false
+        required: [label, confidence]
+        properties:
+          label: {type: string, minLength: 1}
+          confidence: {type: number, minimum: 0, maximum: 1}
+    fallback: {label: unavailable, confidence: 0}
+    on_failure: fallback
+    guards: {daily_calls: 20}
+  - name: tagline
+    prompt_version: "1"
+    system_prompt: "Write a tagline."
+    user_template: "{{product}}"
+    input: [{name: product, type: string, min_length: 1, max_length: 100}]
+    model: test-model
+    max_tokens: 30
+    deadline_ms: 5000
+    output: {type: text, max_length: 200}
+    fallback: "Simply better."
+    on_failure: fallback
 `
 
 func testEnvVars(name string) string {
-	return map[string]string{"TEST_OPENAI_KEY": "sk-test-canary-openai-key", "TEST_ANTHROPIC_KEY": "sk-ant-test-canary-key"}[name]
+	return map[string]string{"TEST_OPENAI_KEY": "sk-test-canary-openai-key", "TEST_ANTHROPIC_KEY": "sk-ant-test-canary-key", "TEST_CF_KEY": "cf-test-token"}[name]
 }
 
 type envOptions struct {
@@ -86,6 +133,7 @@ type env struct {
 	accounts *accounts.Store
 	budgets  *budget.Store
 	tasks    *tasks.Service
+	routes   *routes.Service
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -153,8 +201,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 			t.Fatal(err)
 		}
 	}
+	compiled, err := routes.Compile(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeSvc := routes.NewService(pool, svc, cat, compiled, m, log, clock.Now)
 	h := server.New(server.Deps{
-		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
+		Routes: routeSvc,
+		Pool:   pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
 	})
@@ -173,7 +227,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		tr.Check(t)
 	})
 	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
-		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL}
+		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc}
 }
 
 // owner creates an owner with a budget and returns a key of the role.

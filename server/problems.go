@@ -50,20 +50,28 @@ func forbidden(detail string) error {
 
 // titles are the fixed human titles of each code.
 var titles = map[string]string{
-	"invalid_request":         "The request is invalid",
-	"idempotency_key_missing": "A valid Idempotency-Key header is required",
-	"idempotency_key_reused":  "The Idempotency-Key was already used with a different request",
-	"payload_too_large":       "The request body is too large",
-	"unsupported_media_type":  "The request body must be application/json",
-	"budget_exceeded":         "The budget cannot cover this request",
-	"unauthorized":            "A valid API key is required",
-	"forbidden":               "This key may not do that",
-	"not_found":               "Not found",
-	"method_not_allowed":      "Method not allowed",
-	"internal":                "Internal error",
-	"unavailable":             "Temporarily unavailable; retry shortly",
-	"conflict":                "The request conflicts with the resource's state",
-	"gone":                    "The record's bodies were erased",
+	"invalid_request":               "The request is invalid",
+	"idempotency_key_missing":       "A valid Idempotency-Key header is required",
+	"idempotency_key_reused":        "The Idempotency-Key was already used with a different request",
+	"payload_too_large":             "The request body is too large",
+	"unsupported_media_type":        "The request body must be application/json",
+	"budget_exceeded":               "The budget cannot cover this request",
+	"unauthorized":                  "A valid API key is required",
+	"forbidden":                     "This key may not do that",
+	"not_found":                     "Not found",
+	"method_not_allowed":            "Method not allowed",
+	"internal":                      "Internal error",
+	"unavailable":                   "Temporarily unavailable; retry shortly",
+	"conflict":                      "The request conflicts with the resource's state",
+	"gone":                          "The record's bodies were erased",
+	"rate_limited":                  "Too many calls of this route for this user",
+	"model_incompatible":            "The model provider rejected the request",
+	"incompatible_model_response":   "The model's answer did not fit the route's output contract",
+	"model_quota_exhausted":         "The provider account is out of quota",
+	"model_rate_limited":            "The provider is rate-limiting this key",
+	"model_temporarily_unavailable": "The model is temporarily unavailable",
+	"possibly_executed":             "The call may have run but no answer arrived",
+	"application_failure":           "Tollgate failed to post-process the answer",
 }
 
 // problemOf is the one place where errors become HTTP statuses and codes.
@@ -83,6 +91,9 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	var ve *tasks.ValidationError
 	var he *echo.HTTPError
 	var pgErr *pgconn.PgError
+	if status, code, detail, fields, ok := routeProblem(err); ok {
+		return status, code, detail, fields
+	}
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, "invalid_request", "The request body failed validation.", ve.Fields
@@ -156,7 +167,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if status == http.StatusUnauthorized {
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		}
-		if status == http.StatusServiceUnavailable {
+		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 			h.Set("Retry-After", "1")
 		}
 		h.Set(echo.HeaderContentType, "application/problem+json")

@@ -21,6 +21,8 @@ type replayRecord struct {
 	Request        tasks.Request    `json:"request"`
 	CreatedAt      time.Time        `json:"created_at"`
 	FinishedAt     *time.Time       `json:"finished_at"`
+	Route          *string          `json:"route"`
+	PromptVersion  *string          `json:"prompt_version"`
 	Attempts       []replay.Attempt `json:"attempts"`
 }
 
@@ -77,6 +79,7 @@ func getReplay(d *Deps) echo.HandlerFunc {
 		return c.JSON(http.StatusOK, replayRecord{
 			TaskID: t.ID, OwnerID: t.OwnerID, IdempotencyKey: t.IdempotencyKey, Status: t.Status,
 			Request: t.Request, CreatedAt: t.CreatedAt, FinishedAt: t.FinishedAt, Attempts: attempts,
+			Route: t.Route, PromptVersion: t.PromptVersion,
 		})
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// routes registers the whole API surface. Keep it in step with openapi.yaml.
-func routes(e *echo.Echo, d *Deps) {
+// registerRoutes registers the whole API surface. Keep it in step with openapi.yaml.
+func registerRoutes(e *echo.Echo, d *Deps) {
 	e.GET("/healthz", healthz)
 	e.GET("/readyz", readyz(d))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
@@ -14,6 +14,7 @@ func routes(e *echo.Echo, d *Deps) {
 	v1 := e.Group("/v1", authenticate(d.Accounts))
 	v1.POST("/tasks", createTask(d))
 	v1.POST("/chat/completions", chatCompletions(d))
+	v1.POST("/routes/:name", callRoute(d))
 	v1.GET("/models", modelsList(d))
 	v1.GET("/tasks", listTasks(d))
 	v1.GET("/tasks/:id", getTask(d))
@@ -22,6 +23,7 @@ func routes(e *echo.Echo, d *Deps) {
 	v1.POST("/tasks/:id/rerun", rerunTask(d))
 	v1.GET("/replays", searchReplays(d))
 	v1.GET("/audit", getAudit(d))
+	v1.GET("/admin/status", adminStatus(d))
 	v1.GET("/owners/:owner/privacy", getPrivacy(d))
 	v1.PUT("/owners/:owner/privacy", putPrivacy(d))
 	v1.POST("/tasks/:id/cancel", cancelTask(d))

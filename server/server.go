@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -27,6 +28,8 @@ type Deps struct {
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N. Default 60s.
 	MaxWait time.Duration
+	// Routes answers POST /v1/routes/{name}; nil serves no routes.
+	Routes *routes.Service
 	// Catalog lists the models GET /v1/models shows.
 	Catalog *catalog.Catalog
 	// SyncWait bounds how long /v1/chat/completions waits for its task;
@@ -59,6 +62,6 @@ func New(d Deps) *echo.Echo {
 		d.Metrics = metrics.New()
 	}
 	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
-	routes(e, &d)
+	registerRoutes(e, &d)
 	return e
 }

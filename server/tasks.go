@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -28,15 +29,30 @@ func createTask(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var req tasks.Request
-		if err := decodeJSON(c, d.MaxBodyBytes, &req); err != nil {
+		var body struct {
+			tasks.Request
+			// A route may run as a task: {"route": "draft-reply", "input": {...}}.
+			Route string         `json:"route"`
+			Input map[string]any `json:"input"`
+		}
+		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
-		created, err := d.Tasks.Create(ctx, tasks.Submission{
-			OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: req,
-		})
+		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request}
+		if body.Route != "" || body.Input != nil {
+			if len(body.Messages) > 0 || body.Model != "" || d.Routes == nil {
+				return badRequest("Send either a route with its input, or model and messages, not both.",
+					tasks.FieldError{Field: "route", Message: "exclusive with model and messages"})
+			}
+			var err error
+			if sub, err = d.Routes.Submission(routes.Call{Route: body.Route, Input: body.Input, OwnerID: p.OwnerID,
+				Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)}); err != nil {
+				return err
+			}
+		}
+		created, err := d.Tasks.Create(ctx, sub)
 		if err != nil {
 			return err
 		}

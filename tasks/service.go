@@ -246,6 +246,12 @@ type Submission struct {
 	// Inline: the caller runs the task itself (RunInline) to stream it; the
 	// River job is scheduled after the call's deadline, as a safety net.
 	Inline bool
+	// For route calls: the route and its prompt version (recorded for
+	// replay), and per-task bounds on attempts and on each call.
+	Route         string
+	PromptVersion string
+	MaxAttempts   int
+	CallTimeout   time.Duration
 }
 
 // Create submits a task under the owner's idempotency key. Task row,
@@ -297,11 +303,13 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		id := uuid.New().String()
 		rows, err := tx.Query(ctx, `
 			INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
-			                   workload, payload, redaction_policy, rerun_of)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid)
+			                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid,
+			        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0))
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 			RETURNING `+taskColumns, id, owner, key, hash, stored, model, amount, deadline, sub.Workload,
-			s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy, sub.RerunOf)
+			s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy, sub.RerunOf, sub.Route, sub.PromptVersion,
+			sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond))
 		if err != nil {
 			return err
 		}
@@ -534,7 +542,7 @@ func page(list []Task, limit int) Page {
 
 const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
-	payload, output_sealed, redaction_policy, bodies_erased_at`
+	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms`
 
 func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
 
@@ -543,7 +551,7 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
 		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested,
-		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt}
+		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}
@@ -637,4 +645,14 @@ func (s *Service) Rerun(ctx context.Context, owner, id, key, traceID string) (Cr
 	}
 	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: t.Workload, IdempotencyKey: derived,
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
+}
+
+// Exists reports whether the owner has a task under the idempotency key.
+func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, key).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("tasks: exists: %w", err)
+	}
+	return ok, nil
 }

@@ -167,6 +167,8 @@ type Failure struct {
 	Class     string `json:"class"`
 	Retryable bool   `json:"retryable"`
 	Message   string `json:"message"`
+	// Moderated: the model or the provider's moderation declined to answer.
+	Moderated bool `json:"moderated,omitempty"`
 }
 
 // Task is one model task as clients see it.
@@ -192,6 +194,12 @@ type Task struct {
 	Request         Request        `json:"-"` // as stored: redacted under the owner's policy
 	// BodiesErasedAt: retention or a deletion erased the task's bodies.
 	BodiesErasedAt *time.Time `json:"-"`
+
+	// Route and PromptVersion are set for route calls.
+	Route         *string `json:"-"`
+	PromptVersion *string `json:"-"`
+	maxAttempts   *int    // per-task attempt bound, else the service's
+	callTimeoutMS *int    // per-task call deadline, else the service's
 
 	payload      []byte // the sealed raw request
 	outputSealed []byte // the sealed output
@@ -221,19 +229,21 @@ func failureFor(class provider.Class, providerCode, why string) Failure {
 	var f Failure
 	switch {
 	case outputCodes[providerCode]:
-		f = Failure{CodeIncompatibleModelResponse, string(class), true, "The model's answer was empty or not valid output."}
+		f = Failure{Code: CodeIncompatibleModelResponse, Class: string(class), Retryable: true, Message: "The model's answer was empty or not valid output."}
+	case providerCode == provider.CodeRefusal || providerCode == provider.CodeContentPolicy:
+		f = Failure{Code: CodeModelIncompatible, Class: string(class), Message: "The model or the provider's moderation declined to answer.", Moderated: true}
 	case class == provider.ClassRejected:
-		f = Failure{CodeModelIncompatible, string(class), false, "The model provider rejected this request (for example: too long for the model's context, or an unsupported parameter); repeating it unchanged will fail again."}
+		f = Failure{Code: CodeModelIncompatible, Class: string(class), Retryable: false, Message: "The model provider rejected this request (for example: too long for the model's context, or an unsupported parameter); repeating it unchanged will fail again."}
 	case class == provider.ClassExhausted:
-		f = Failure{CodeModelQuotaExhausted, string(class), true, "The provider account's quota or credit is exhausted; the task waited for it to recover."}
+		f = Failure{Code: CodeModelQuotaExhausted, Class: string(class), Retryable: true, Message: "The provider account's quota or credit is exhausted; the task waited for it to recover."}
 	case class == provider.ClassThrottled:
-		f = Failure{CodeModelRateLimited, string(class), true, "The provider kept rate-limiting this key."}
+		f = Failure{Code: CodeModelRateLimited, Class: string(class), Retryable: true, Message: "The provider kept rate-limiting this key."}
 	case class == provider.ClassAmbiguous:
-		f = Failure{CodePossiblyExecuted, string(class), false, "The provider may have run the request but no answer arrived; it was not repeated further to avoid paying twice."}
+		f = Failure{Code: CodePossiblyExecuted, Class: string(class), Retryable: false, Message: "The provider may have run the request but no answer arrived; it was not repeated further to avoid paying twice."}
 	case class == provider.ClassTransient:
-		f = Failure{CodeModelTemporarilyUnavailable, string(class), true, "The model is temporarily unavailable."}
+		f = Failure{Code: CodeModelTemporarilyUnavailable, Class: string(class), Retryable: true, Message: "The model is temporarily unavailable."}
 	default:
-		f = Failure{CodeApplicationFailure, "internal", true, "Tollgate failed to run the task."}
+		f = Failure{Code: CodeApplicationFailure, Class: "internal", Retryable: true, Message: "Tollgate failed to run the task."}
 	}
 	switch why {
 	case "deadline":

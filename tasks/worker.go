@@ -67,7 +67,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 	}
 
 	started := s.cfg.Now()
-	callCtx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(begun.task))
 	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, provider.Request{
 		Model:          begun.model.ProviderModel,
 		Messages:       begun.raw.Messages,
@@ -190,7 +190,7 @@ func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt
 			return fail(failureFor(lastClass, jc.lastCode, "deadline"), jc)
 		case jc.ambiguous > max(s.cfg.AmbiguousRetries, 0):
 			return fail(failureFor(provider.ClassAmbiguous, "", ""), jc)
-		case jc.counted >= s.cfg.MaxAttempts || (!r.inline && r.attempt >= r.maxAttempts):
+		case jc.counted >= s.maxAttemptsOf(t) || (!r.inline && r.attempt >= r.maxAttempts):
 			return fail(failureFor(lastClass, jc.lastCode, "attempts"), jc)
 		}
 
@@ -468,8 +468,8 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			}
 		case r.inline:
 			// A streamed task has one attempt: its client is waiting.
-		case pe.Class == provider.ClassAmbiguous && jc.ambiguous <= max(s.cfg.AmbiguousRetries, 0) && jc.counted < s.cfg.MaxAttempts,
-			pe.Class == provider.ClassTransient && jc.counted < s.cfg.MaxAttempts:
+		case pe.Class == provider.ClassAmbiguous && jc.ambiguous <= max(s.cfg.AmbiguousRetries, 0) && jc.counted < s.maxAttemptsOf(t),
+			pe.Class == provider.ClassTransient && jc.counted < s.maxAttemptsOf(t):
 			after = pe
 			log.Info("attempt failed; will retry")
 			return requeue(nil)
@@ -698,4 +698,23 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, curre
 		return true, nil
 	}
 	return false, nil
+}
+
+// maxAttemptsOf is the task's own attempt bound (a route's retry bound),
+// else the service's.
+func (s *Service) maxAttemptsOf(t Task) int {
+	if t.maxAttempts != nil && *t.maxAttempts > 0 {
+		return *t.maxAttempts
+	}
+	return s.cfg.MaxAttempts
+}
+
+// callTimeout is the task's own call deadline (a route's), else the
+// service's request timeout; never longer than the latter, which the job
+// timeout is sized for.
+func (s *Service) callTimeout(t Task) time.Duration {
+	if t.callTimeoutMS != nil && *t.callTimeoutMS > 0 {
+		return min(time.Duration(*t.callTimeoutMS)*time.Millisecond, s.cfg.RequestTimeout)
+	}
+	return s.cfg.RequestTimeout
 }

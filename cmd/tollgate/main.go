@@ -6,6 +6,7 @@
 //	tollgate budget set --owner O --total-micros N [--period none|daily|monthly] [--workload W]
 //	tollgate budget verify                prove every balance from the ledger
 //	tollgate classify --provider P --status N [--header 'Name: value']…  classify an error body from stdin
+//	tollgate status                      print queues, gates, budgets near limits, oldest tasks
 //	tollgate fakeprovider                run the deterministic fake model provider
 //
 // Configuration comes from the environment; see README.md.
@@ -36,6 +37,7 @@ const usage = `usage:
   tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W]
   tollgate budget verify
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
+  tollgate status
   tollgate fakeprovider
 `
 
@@ -55,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return keysCmd(ctx, args[1:], getenv, stdout)
 	case "budget":
 		return budgetCmd(ctx, args[1:], getenv, stdout)
+	case "status":
+		return statusCmd(ctx, getenv, stdout)
 	case "classify":
 		return classifyCmd(args[1:], stdin, stdout)
 	case "fakeprovider":

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/migrations"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -97,8 +98,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
+	compiled, err := routes.Compile(cfg.Catalog)
+	if err != nil {
+		return err
+	}
+	routeSvc := routes.NewService(pool, svc, cfg.Catalog, compiled, m, log, nil)
 	handler := server.New(server.Deps{
-		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
+		Routes: routeSvc,
+		Pool:   pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
 	})

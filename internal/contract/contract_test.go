@@ -92,6 +92,8 @@ const replayRecord = `{
   "request": {"model": "fake-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64, "metadata": null},
   "created_at": "2025-01-02T03:04:05Z",
   "finished_at": "2025-01-02T03:04:07Z",
+  "route": null,
+  "prompt_version": null,
   "attempts": [
     {
       "attempt": 1, "state": "ambiguous", "provider": "fake", "provider_model": "fake-small-2025",

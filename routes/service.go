@@ -1,0 +1,379 @@
+package routes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/circuit"
+	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// Service answers route calls.
+type Service struct {
+	pool    *pgxpool.Pool
+	tasks   *tasks.Service
+	catalog *catalog.Catalog
+	routes  map[string]*Route
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	now     func() time.Time
+	// Format turns a validated value into the answer's data. It is the
+	// last step of post-processing; a failure there is ours
+	// (application_failure). Tests replace it to prove that mapping.
+	Format func(r *Route, v any) (any, error)
+}
+
+// NewService returns a route service for the compiled routes.
+func NewService(pool *pgxpool.Pool, t *tasks.Service, cat *catalog.Catalog, routes map[string]*Route,
+	m *metrics.Metrics, log *slog.Logger, now func() time.Time) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{pool: pool, tasks: t, catalog: cat, routes: routes, metrics: m, log: log, now: now,
+		Format: func(_ *Route, v any) (any, error) { return v, nil }}
+}
+
+// Errors.
+var (
+	ErrNotFound = errors.New("routes: no such route")
+)
+
+// Call is one call of a route.
+type Call struct {
+	Route          string
+	Input          map[string]any
+	User           string // the end user the per-user guards count
+	OwnerID        string
+	Workload       string
+	IdempotencyKey string
+	TraceID        string
+}
+
+// Fallback says which guard substituted an answer, and why.
+type Fallback struct {
+	Guard  string `json:"guard"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// Answer is what a route call returns with on_failure: fallback, and on
+// success in either mode.
+type Answer struct {
+	Data     any
+	Fallback *Fallback
+	TaskID   string
+	Replayed bool
+}
+
+// Failure is a route call that failed with on_failure: error: a stable
+// code, and whether and when retrying may help.
+type Failure struct {
+	Guard, Reason string
+	Code          string // tasks.Code*, "budget_exceeded", "rate_limited"
+	Retryable     bool
+	TaskID        string
+}
+
+func (f *Failure) Error() string { return "routes: " + f.Code + " (" + f.Reason + ")" }
+
+// Answer runs a route call: input validation (an *InputError before
+// anything is spent), the budget guard (per-user rate limit and daily cap,
+// the budget reservation, the provider key's breaker), the call as a task
+// raced against the route's deadline, and the output guard. With
+// on_failure: fallback every failure becomes an Answer with Fallback set;
+// with on_failure: error it is a *Failure.
+func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
+	r := s.routes[c.Route]
+	if r == nil {
+		return Answer{}, ErrNotFound
+	}
+	system, user, clean, err := r.Prompt(c.Input)
+	if err != nil {
+		return Answer{}, err
+	}
+	inputHash := hashInput(r.Name, clean)
+	req := tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, Messages: []provider.Message{
+		{Role: "system", Content: system}, {Role: "user", Content: user}}}
+
+	// A retry of a call already made skips the guards: it costs nothing.
+	found, err := s.tasks.Exists(ctx, c.OwnerID, c.IdempotencyKey)
+	if err != nil {
+		return Answer{}, err
+	}
+	if !found {
+		if reason, err := s.budgetGuard(ctx, r, c); err != nil || reason != "" {
+			if err != nil {
+				return Answer{}, err
+			}
+			return s.fail(ctx, r, c, inputHash, GuardBudget, reason, "", nil)
+		}
+	}
+	attempts := r.MaxRetries + 1
+	created, err := s.tasks.Create(ctx, tasks.Submission{
+		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID, Request: req,
+		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: attempts, CallTimeout: r.Deadline,
+	})
+	if errors.Is(err, budget.ErrInsufficient) {
+		return s.fail(ctx, r, c, inputHash, GuardBudget, ReasonBudget, "the budget cannot cover this call", nil)
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	// The call guard: the whole call, retries included, raced against the
+	// route's deadline (each attempt also has it as its own limit).
+	t, err := s.tasks.WaitAnswerable(ctx, c.OwnerID, created.Task.ID, time.Duration(attempts)*r.Deadline+time.Second)
+	if err != nil {
+		return Answer{}, err
+	}
+	if !t.Status.Final() {
+		reason := ReasonTimeout
+		if t.Error != nil {
+			reason = reasonFor(t.Error)
+		}
+		// Nobody will read a late answer: cancel, so it is not paid for.
+		_, _ = s.tasks.Cancel(context.WithoutCancel(ctx), c.OwnerID, t.ID)
+		return s.fail(ctx, r, c, inputHash, GuardCall, reason, "the call did not finish within the route's deadline", &t)
+	}
+	if t.Status != tasks.StatusSucceeded {
+		guard, reason := GuardCall, ReasonProviderError
+		if t.Error != nil {
+			reason = reasonFor(t.Error)
+			if t.Error.Code == tasks.CodeIncompatibleModelResponse {
+				guard = GuardOutput
+			}
+		}
+		return s.fail(ctx, r, c, inputHash, guard, reason, "", &t)
+	}
+	v, reason, verr := r.Output(t.Result.Output)
+	if verr != nil {
+		return s.fail(ctx, r, c, inputHash, GuardOutput, reason, verr.Error(), withoutFailure(t))
+	}
+	data, ferr := s.Format(r, v)
+	if ferr != nil {
+		s.log.Error("route post-processing failed", slog.String("route", r.Name), slog.String("task_id", t.ID), slog.String("error", ferr.Error()))
+		return s.fail(ctx, r, c, inputHash, GuardOutput, ReasonApplicationErr, "", withoutFailure(t))
+	}
+	if err := s.remember(ctx, r, c.OwnerID, inputHash, t.ID); err != nil {
+		s.log.Warn("route answer cache failed", slog.String("route", r.Name), slog.String("error", err.Error()))
+	}
+	return Answer{Data: data, TaskID: t.ID, Replayed: created.Replayed}, nil
+}
+
+// reasonFor maps a task's failure to a fallback reason.
+func reasonFor(f *tasks.Failure) string {
+	switch {
+	case f.Code == tasks.CodeIncompatibleModelResponse:
+		return ReasonSchema
+	case f.Code == tasks.CodeModelQuotaExhausted || f.Class == string(provider.ClassExhausted):
+		return ReasonCircuitOpen
+	case f.Code == tasks.CodeModelRateLimited:
+		return ReasonRateLimited
+	case f.Code == tasks.CodeApplicationFailure:
+		return ReasonApplicationErr
+	case f.Moderated:
+		return ReasonModeration
+	}
+	return ReasonProviderError
+}
+
+// budgetGuard runs the checks made before any call: the provider key's
+// breaker, then the per-user limits (counted now: a call that then times
+// out still counts).
+func (s *Service) budgetGuard(ctx context.Context, r *Route, c Call) (string, error) {
+	m, _, err := s.catalog.Resolve(r.Model)
+	if err != nil {
+		return "", err
+	}
+	st, err := circuit.NewStore(s.pool).Get(ctx, m.Provider)
+	if err != nil {
+		return "", err
+	}
+	if st.Mode == circuit.Open {
+		return ReasonCircuitOpen, nil
+	}
+	ok, err := s.admit(ctx, r, c.OwnerID, c.User)
+	if err != nil || !ok {
+		return ReasonRateLimited, err
+	}
+	return "", nil
+}
+
+// admit counts one call against the user's window and day, both or
+// neither: a refused call is not counted.
+func (s *Service) admit(ctx context.Context, r *Route, owner, user string) (bool, error) {
+	if r.RateRequests == 0 && r.DailyCalls == 0 {
+		return true, nil
+	}
+	now := s.now().UTC()
+	ok := true
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		check := func(kind string, start time.Time, limit int) error {
+			var n int
+			err := tx.QueryRow(ctx, `
+				INSERT INTO route_limits AS l (route, owner_id, user_id, kind, window_start, count) VALUES ($1, $2, $3, $4, $5, 1)
+				ON CONFLICT (route, owner_id, user_id, kind, window_start) DO UPDATE SET count = l.count + 1
+				WHERE l.count < $6
+				RETURNING count`, r.Name, owner, user, kind, start, limit).Scan(&n)
+			if errors.Is(err, pgx.ErrNoRows) {
+				ok = false
+				return errRefused
+			}
+			return err
+		}
+		if r.RateRequests > 0 {
+			if err := check("window", now.Truncate(r.RateWindow), r.RateRequests); err != nil {
+				return err
+			}
+		}
+		if r.DailyCalls > 0 {
+			day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+			if err := check("day", day, r.DailyCalls); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errRefused) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("routes: admit: %w", err)
+	}
+	return ok, nil
+}
+
+var errRefused = errors.New("refused")
+
+// answerCacheSize bounds the remembered answers per route.
+const answerCacheSize = 1000
+
+func (s *Service) remember(ctx context.Context, r *Route, owner string, inputHash []byte, taskID string) error {
+	_, err := s.pool.Exec(ctx, `
+		WITH up AS (
+			INSERT INTO route_answers (route, owner_id, input_hash, task_id) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (route, owner_id, input_hash) DO UPDATE SET task_id = EXCLUDED.task_id, created_at = now()
+		)
+		DELETE FROM route_answers WHERE route = $1 AND created_at < (
+			SELECT created_at FROM route_answers WHERE route = $1 ORDER BY created_at DESC OFFSET $5 LIMIT 1)`,
+		r.Name, owner, inputHash, taskID, answerCacheSize)
+	return err
+}
+
+// lastAnswer is the last good answer for this input, if any survives.
+func (s *Service) lastAnswer(ctx context.Context, r *Route, owner string, inputHash []byte) (any, bool) {
+	var taskID string
+	err := s.pool.QueryRow(ctx, `SELECT task_id::text FROM route_answers WHERE route = $1 AND owner_id = $2 AND input_hash = $3`,
+		r.Name, owner, inputHash).Scan(&taskID)
+	if err != nil {
+		return nil, false
+	}
+	t, err := s.tasks.Get(ctx, owner, taskID)
+	if err != nil || t.Result == nil || t.Result.Output == "" {
+		return nil, false
+	}
+	v, _, err := r.Output(t.Result.Output)
+	return v, err == nil
+}
+
+// fail answers a failed call as the route says: a same-shape fallback
+// (the last good answer for this input, else the configured value), or a
+// *Failure.
+func (s *Service) fail(ctx context.Context, r *Route, c Call, inputHash []byte, guard, reason, detail string, t *tasks.Task) (Answer, error) {
+	taskID := ""
+	if t != nil {
+		taskID = t.ID
+	}
+	if r.OnFailure == "error" {
+		f := failureOf(guard, reason, taskID)
+		if t != nil && t.Status == tasks.StatusFailed && t.Error != nil {
+			// The task's own classified failure is the most precise code.
+			f.Code, f.Retryable = t.Error.Code, t.Error.Retryable
+		}
+		return Answer{}, f
+	}
+	s.metrics.Fallback(r.Name, guard, reason)
+	data := r.Fallback
+	if v, ok := s.lastAnswer(ctx, r, c.OwnerID, inputHash); ok {
+		data = v
+		if detail == "" {
+			detail = "the last good answer for this input"
+		}
+	}
+	if detail == "" {
+		detail = "the route's configured fallback"
+	}
+	return Answer{Data: data, TaskID: taskID, Fallback: &Fallback{Guard: guard, Reason: reason, Detail: detail}}, nil
+}
+
+func failureOf(guard, reason, taskID string) *Failure {
+	f := &Failure{Guard: guard, Reason: reason, TaskID: taskID}
+	switch reason {
+	case ReasonRateLimited:
+		f.Code, f.Retryable = "rate_limited", true
+		if guard == GuardCall {
+			f.Code = tasks.CodeModelRateLimited
+		}
+	case ReasonBudget:
+		f.Code = "budget_exceeded"
+	case ReasonCircuitOpen:
+		f.Code = tasks.CodeModelQuotaExhausted
+	case ReasonTimeout, ReasonProviderError:
+		f.Code, f.Retryable = tasks.CodeModelTemporarilyUnavailable, true
+	case ReasonSchema, ReasonEmpty:
+		f.Code = tasks.CodeIncompatibleModelResponse
+	case ReasonModeration:
+		f.Code = tasks.CodeModelIncompatible
+	default:
+		f.Code = tasks.CodeApplicationFailure
+	}
+	return f
+}
+
+// withoutFailure is a succeeded task whose answer the route refused: the
+// failure is the route's (output guard), not the task's.
+func withoutFailure(t tasks.Task) *tasks.Task {
+	t.Error = nil
+	return &t
+}
+
+func hashInput(route string, clean map[string]any) []byte {
+	b, _ := json.Marshal(clean) // map keys sorted: a canonical form
+	h := sha256.Sum256(append([]byte(route+"\x00"), b...))
+	return h[:]
+}
+
+// Submission turns a route call into an asynchronous task submission, for
+// POST /v1/tasks {"route": ..., "input": ...}: the same prompt, model and
+// bounds as a synchronous call. It returns an *InputError for bad input
+// and ErrNotFound for an unknown route.
+func (s *Service) Submission(c Call) (tasks.Submission, error) {
+	r := s.routes[c.Route]
+	if r == nil {
+		return tasks.Submission{}, ErrNotFound
+	}
+	system, user, _, err := r.Prompt(c.Input)
+	if err != nil {
+		return tasks.Submission{}, err
+	}
+	return tasks.Submission{
+		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID,
+		Request: tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, Messages: []provider.Message{
+			{Role: "system", Content: system}, {Role: "user", Content: user}}},
+		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: r.MaxRetries + 1, CallTimeout: r.Deadline,
+	}, nil
+}

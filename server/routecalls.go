@@ -1,0 +1,94 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/routes"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+type routeCall struct {
+	Input map[string]any `json:"input"`
+	User  string         `json:"user"`
+}
+
+type routeAnswer struct {
+	OK       bool             `json:"ok"`
+	Data     any              `json:"data"`
+	Fallback *routes.Fallback `json:"fallback"`
+	TraceID  string           `json:"trace_id"`
+	TaskID   *string          `json:"task_id"`
+}
+
+// callRoute: POST /v1/routes/{name}. Answers synchronously: with the
+// route's data, a same-shape fallback naming the guard and reason
+// (on_failure: fallback), or a stable error (on_failure: error).
+func callRoute(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if d.Routes == nil {
+			return routes.ErrNotFound
+		}
+		key := c.Request().Header.Get("Idempotency-Key")
+		if !tasks.ValidIdempotencyKey(key) {
+			return &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
+				detail: "Send an Idempotency-Key header of 1-255 printable ASCII characters."}
+		}
+		var in routeCall
+		if err := decodeJSON(c, d.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		if len(in.User) > 200 {
+			return badRequest("user must be at most 200 characters.", tasks.FieldError{Field: "user", Message: "too long"})
+		}
+		p := principalOf(c)
+		ans, err := d.Routes.Answer(c.Request().Context(), routes.Call{Route: c.Param("name"), Input: in.Input, User: in.User,
+			OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)})
+		if err != nil {
+			return err
+		}
+		out := routeAnswer{OK: true, Data: ans.Data, Fallback: ans.Fallback, TraceID: traceIDOf(c)}
+		if ans.TaskID != "" {
+			out.TaskID = &ans.TaskID
+			c.Response().Header().Set("X-Tollgate-Task-Id", ans.TaskID)
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// routeStatus is how a failed route call is answered (on_failure: error).
+var routeStatus = map[string]int{
+	"rate_limited":                        http.StatusTooManyRequests,
+	"budget_exceeded":                     http.StatusPaymentRequired,
+	tasks.CodeModelIncompatible:           http.StatusBadGateway,
+	tasks.CodeIncompatibleModelResponse:   http.StatusBadGateway,
+	tasks.CodePossiblyExecuted:            http.StatusBadGateway,
+	tasks.CodeModelQuotaExhausted:         http.StatusServiceUnavailable,
+	tasks.CodeModelRateLimited:            http.StatusServiceUnavailable,
+	tasks.CodeModelTemporarilyUnavailable: http.StatusServiceUnavailable,
+	tasks.CodeApplicationFailure:          http.StatusInternalServerError,
+}
+
+// routeProblem maps route errors for problemOf.
+func routeProblem(err error) (status int, code, detail string, fields []tasks.FieldError, ok bool) {
+	var ie *routes.InputError
+	var rf *routes.Failure
+	switch {
+	case errors.As(err, &ie):
+		for _, f := range ie.Fields {
+			fields = append(fields, tasks.FieldError{Field: f.Field, Message: f.Message})
+		}
+		return http.StatusBadRequest, "invalid_request", "The route's input failed validation; nothing was spent.", fields, true
+	case errors.Is(err, routes.ErrNotFound):
+		return http.StatusNotFound, "not_found", "No such route.", nil, true
+	case errors.As(err, &rf):
+		status := routeStatus[rf.Code]
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		return status, rf.Code, "The route's " + rf.Guard + " guard failed: " + rf.Reason + ".", nil, true
+	}
+	return 0, "", "", nil, false
+}

@@ -1,0 +1,184 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// NearLimitPct is the share of a period's total, reserved plus spent, from
+// which a budget is reported as near its limit: the first budget alert
+// threshold.
+const NearLimitPct = 70
+
+// MaxBudgets caps the budgets reported, fullest first, and MaxWaiting the
+// waiting tasks, oldest first: a glance, not a report.
+const (
+	MaxBudgets = 50
+	MaxWaiting = 10
+)
+
+// Querier is what Collect reads through: a *pgxpool.Pool, a *pgx.Conn, or
+// a pgx.Tx when the caller wants all sections from one snapshot.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Report is the state of the whole fleet at one moment. Ages are measured
+// on the database's clock, from At.
+type Report struct {
+	At      time.Time `json:"at"`
+	Queues  []Queue   `json:"queues"`
+	Gates   []Gate    `json:"gates"`
+	Budgets []Budget  `json:"budgets"`
+	Oldest  []Waiting `json:"oldest"`
+}
+
+// Queue is one River queue: each provider key has its own
+// (provider_<key>), plus the maintenance queue. Counts are of jobs in each
+// unfinished state; OldestSeconds is the age of the oldest of them, 0 when
+// there are none.
+type Queue struct {
+	Name          string  `json:"name" db:"name"`
+	Available     int64   `json:"available" db:"available"`
+	Scheduled     int64   `json:"scheduled" db:"scheduled"`
+	Running       int64   `json:"running" db:"running"`
+	Retryable     int64   `json:"retryable" db:"retryable"`
+	OldestSeconds float64 `json:"oldest_seconds" db:"oldest_seconds"`
+}
+
+// Gate is a provider key's throttle pause and circuit breaker, as every
+// instance obeys them. State is closed, paused or open; a key that has
+// never been paused or opened has no row and is not listed.
+type Gate struct {
+	ProviderKey string     `json:"provider_key" db:"provider_key"`
+	State       string     `json:"state" db:"state"`
+	PausedUntil *time.Time `json:"paused_until" db:"paused_until"`
+	NextProbeAt *time.Time `json:"next_probe_at" db:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at" db:"opened_at"`
+	ReasonClass *string    `json:"reason_class" db:"reason_class"`
+	ReasonCode  *string    `json:"reason_code" db:"reason_code"`
+}
+
+// Budget is a budget's current period when reserved plus spent money is
+// at least NearLimitPct of its total. UsedPct counts reserved money too,
+// because admission does: a budget at 100 % refuses new tasks even before
+// the running ones settle. A budget whose total is 0 admits nothing and
+// reads 100 %. Workload is "" for the owner's own cap.
+type Budget struct {
+	OwnerID        string    `json:"owner_id" db:"owner_id"`
+	Workload       string    `json:"workload" db:"workload"`
+	Period         string    `json:"period" db:"period"`
+	PeriodStart    time.Time `json:"period_start" db:"period_start"`
+	TotalMicros    int64     `json:"total_micros" db:"total_micros"`
+	ReservedMicros int64     `json:"reserved_micros" db:"reserved_micros"`
+	SpentMicros    int64     `json:"spent_micros" db:"spent_micros"`
+	UsedPct        float64   `json:"used_pct" db:"used_pct"`
+}
+
+// Waiting is an unfinished task. WaitingFor is, for a queued task held
+// back by its provider key's gate, the failure class it waits out
+// (throttled, exhausted); nil when it is simply next in line or running.
+type Waiting struct {
+	TaskID     string    `json:"task_id" db:"task_id"`
+	OwnerID    string    `json:"owner_id" db:"owner_id"`
+	Model      string    `json:"model" db:"model"`
+	Status     string    `json:"status" db:"status"`
+	CreatedAt  time.Time `json:"created_at" db:"created_at"`
+	AgeSeconds float64   `json:"age_seconds" db:"age_seconds"`
+	WaitingFor *string   `json:"waiting_for" db:"waiting_for"`
+}
+
+// Collect reads the report. It returns an error, naming the section, when
+// a query fails; it never returns part of a report. Each section is one
+// statement: pass a pgx.Tx (REPEATABLE READ, read only) for one snapshot.
+func Collect(ctx context.Context, q Querier) (Report, error) {
+	var r Report
+	if err := q.QueryRow(ctx, `SELECT now()`).Scan(&r.At); err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
+	var err error
+	if r.Queues, err = collect[Queue](ctx, q, queuesSQL, r.At); err != nil {
+		return Report{}, fmt.Errorf("status: queues: %w", err)
+	}
+	if r.Gates, err = collect[Gate](ctx, q, gatesSQL); err != nil {
+		return Report{}, fmt.Errorf("status: gates: %w", err)
+	}
+	if r.Budgets, err = collect[Budget](ctx, q, budgetsSQL, r.At, NearLimitPct, MaxBudgets); err != nil {
+		return Report{}, fmt.Errorf("status: budgets: %w", err)
+	}
+	if r.Oldest, err = collect[Waiting](ctx, q, waitingSQL, r.At, MaxWaiting); err != nil {
+		return Report{}, fmt.Errorf("status: waiting tasks: %w", err)
+	}
+	return r, nil
+}
+
+func collect[T any](ctx context.Context, q Querier, sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
+}
+
+// queuesSQL lists every queue River knows (river_queue) or holds
+// unfinished jobs in, so an idle provider queue shows as zeros. It reads
+// river_job through its (state, queue, ...) index.
+const queuesSQL = `
+	WITH jobs AS (
+		SELECT queue,
+		       count(*) FILTER (WHERE state = 'available') AS available,
+		       count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
+		       count(*) FILTER (WHERE state = 'running')   AS running,
+		       count(*) FILTER (WHERE state = 'retryable') AS retryable,
+		       min(created_at) AS oldest
+		FROM river_job
+		WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+		GROUP BY queue
+	)
+	SELECT COALESCE(j.queue, q.name) AS name,
+	       COALESCE(j.available, 0) AS available,
+	       COALESCE(j.scheduled, 0) AS scheduled,
+	       COALESCE(j.running, 0) AS running,
+	       COALESCE(j.retryable, 0) AS retryable,
+	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.oldest), 0), 0)::float8 AS oldest_seconds
+	FROM jobs j FULL JOIN river_queue q ON q.name = j.queue
+	ORDER BY 1`
+
+const gatesSQL = `
+	SELECT key AS provider_key, state, paused_until, next_probe_at, opened_at, reason_class, reason_code
+	FROM provider_keys
+	ORDER BY key`
+
+// budgetsSQL takes each budget's latest period row, the one admission
+// charges, and drops it when that period has already ended (a daily
+// budget not used today): the next request opens a fresh period from the
+// limit.
+const budgetsSQL = `
+	SELECT owner_id, workload, period, period_start, total_micros, reserved_micros, spent_micros,
+	       CASE WHEN total_micros = 0 THEN 100
+	            ELSE 100 * (reserved_micros + spent_micros)::float8 / total_micros END AS used_pct
+	FROM (
+		SELECT DISTINCT ON (owner_id, workload) *
+		FROM budget_periods
+		ORDER BY owner_id, workload, period_start DESC
+	) p
+	WHERE (period_end IS NULL OR period_end > $1)
+	  AND 100 * (reserved_micros + spent_micros)::numeric >= $2::numeric * total_micros
+	ORDER BY used_pct DESC, owner_id, workload
+	LIMIT $3`
+
+// waitingSQL walks the tasks_created index from the oldest task, past the
+// finished ones. On a large table a partial index on unfinished tasks,
+// (created_at, id) WHERE finished_at IS NULL, would make it one probe.
+const waitingSQL = `
+	SELECT id::text AS task_id, owner_id, model, status, created_at,
+	       GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - created_at), 0)::float8 AS age_seconds,
+	       CASE WHEN status = 'queued' THEN error->>'class' END AS waiting_for
+	FROM tasks
+	WHERE finished_at IS NULL
+	ORDER BY created_at, id
+	LIMIT $2`
