@@ -18,11 +18,6 @@ const Prefix = "/console/"
 // working the same working day.
 const SessionTTL = 8 * time.Hour
 
-// DefaultAlertThresholds are the budget alert thresholds, in percent of a
-// period's total spent, drawn on the utilisation bars when
-// Config.AlertThresholds is nil. They match budget.DefaultThresholds.
-var DefaultAlertThresholds = []int{70, 90}
-
 // Principal is who an API key authenticates as.
 type Principal struct {
 	KeyID    string
@@ -54,8 +49,8 @@ type Config struct {
 	// Now is the clock for session expiry; nil means time.Now.
 	Now func() time.Time
 	// AlertThresholds are the budget alert thresholds in percent spent,
-	// shown on the finance page's utilisation bars; nil means
-	// DefaultAlertThresholds.
+	// marked on the finance page's utilisation bars; pass the ones the
+	// server alerts on. nil means 70 and 90, budget.DefaultThresholds.
 	AlertThresholds []int
 	// Logger receives failures of Auth other than ErrUnauthenticated; nil
 	// discards them.
@@ -85,7 +80,7 @@ func New(cfg Config) http.Handler {
 		cfg.Now = time.Now
 	}
 	if cfg.AlertThresholds == nil {
-		cfg.AlertThresholds = DefaultAlertThresholds
+		cfg.AlertThresholds = []int{70, 90}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -108,37 +103,6 @@ func New(cfg Config) http.Handler {
 		writeProblem(w, http.StatusForbidden, "forbidden", "Cross-origin requests may not change the console's state.")
 	}))
 	return securityHeaders(cop.Handler(c.routes()))
-}
-
-// routes lists the console's whole surface.
-func (c *console) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
-	})
-	mux.HandleFunc("GET /console/{$}", c.serveIndex)
-	mux.HandleFunc("GET /console/assets/{name}", c.serveAsset)
-	mux.HandleFunc("GET /console/session", c.getSession)
-	mux.HandleFunc("POST /console/session", c.signIn)
-	mux.HandleFunc("DELETE /console/session", c.signOut)
-	mux.HandleFunc("/console/api/", c.proxy)
-	return mux
-}
-
-// contentSecurityPolicy allows only the console's own files: no inline
-// script, no third-party origin, no framing.
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; " +
-	"img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-
-func securityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		next.ServeHTTP(w, r)
-	})
 }
 
 // problem is the console's own error document, shaped like the API's

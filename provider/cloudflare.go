@@ -43,6 +43,9 @@ func NewCloudflare(baseURL, accountID, apiToken string, hc *http.Client) *Cloudf
 type workersAIRequest struct {
 	Messages  []Message `json:"messages"`
 	MaxTokens int       `json:"max_tokens,omitempty"`
+	// ResponseFormat switches on JSON mode; the answer then nests as an
+	// object under result.response.
+	ResponseFormat *responseFormat `json:"response_format,omitempty"`
 }
 
 // Complete sends req once; the model is part of the URL, its slashes
@@ -68,7 +71,7 @@ func (c *Cloudflare) Complete(ctx context.Context, req Request) (*Response, erro
 		hc:       c.hc,
 		url:      c.prefix + path,
 		header:   h,
-		payload:  workersAIRequest{Messages: msgs, MaxTokens: req.MaxTokens},
+		payload:  workersAIRequest{Messages: msgs, MaxTokens: req.MaxTokens, ResponseFormat: jsonMode(req.JSONMode)},
 		key:      req.IdempotencyKey,
 		classify: ClassifyCloudflare,
 		parse:    parseWorkersAI,

@@ -35,9 +35,22 @@ func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 }
 
 type chatRequest struct {
-	Model     string    `json:"model"`
-	Messages  []Message `json:"messages"`
-	MaxTokens int       `json:"max_tokens,omitempty"`
+	Model          string          `json:"model"`
+	Messages       []Message       `json:"messages"`
+	MaxTokens      int             `json:"max_tokens,omitempty"`
+	ResponseFormat *responseFormat `json:"response_format,omitempty"`
+}
+
+// responseFormat is OpenAI's (and Workers AI's) JSON mode switch.
+type responseFormat struct {
+	Type string `json:"type"`
+}
+
+func jsonMode(on bool) *responseFormat {
+	if !on {
+		return nil
+	}
+	return &responseFormat{Type: "json_object"}
 }
 
 // Complete sends req once. On failure it returns a *Error: the classified
@@ -60,7 +73,7 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
 		hc:       c.hc,
 		url:      c.endpoint,
 		header:   h,
-		payload:  chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens},
+		payload:  chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens, ResponseFormat: jsonMode(req.JSONMode)},
 		key:      req.IdempotencyKey,
 		classify: ClassifyOpenAI,
 		parse:    parseCompletion,

@@ -17,6 +17,10 @@ type Request struct {
 	// that honours it can deduplicate a repeated call; Tollgate uses
 	// "{task_id}:{attempt}".
 	IdempotencyKey string
+	// JSONMode asks for a JSON answer with the provider's JSON mode where it
+	// has one (OpenAI and Workers AI response_format); Anthropic has none,
+	// and the prompt must ask for JSON.
+	JSONMode bool
 }
 
 // Usage is the token count the provider reported for one call.

@@ -107,7 +107,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 		return Answer{}, err
 	}
 	inputHash := hashInput(r.Name, clean)
-	req := tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, Messages: []provider.Message{
+	req := tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, JSONMode: r.OutputJSON, Messages: []provider.Message{
 		{Role: "system", Content: system}, {Role: "user", Content: user}}}
 
 	// A retry of a call already made skips the guards: it costs nothing.
@@ -372,7 +372,7 @@ func (s *Service) Submission(c Call) (tasks.Submission, error) {
 	}
 	return tasks.Submission{
 		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID,
-		Request: tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, Messages: []provider.Message{
+		Request: tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, JSONMode: r.OutputJSON, Messages: []provider.Message{
 			{Role: "system", Content: system}, {Role: "user", Content: user}}},
 		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: r.MaxRetries + 1, CallTimeout: r.Deadline,
 	}, nil

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/console"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
@@ -37,6 +40,8 @@ type Deps struct {
 	SyncWait time.Duration
 	// AllowRerun enables POST /v1/tasks/{id}/rerun (TOLLGATE_ALLOW_RERUN=on).
 	AllowRerun bool
+	// SecureCookies marks console cookies Secure (serve behind TLS).
+	SecureCookies bool
 	// Metrics is served at /metrics; nil serves an empty registry.
 	Metrics *metrics.Metrics
 }
@@ -63,5 +68,27 @@ func New(d Deps) *echo.Echo {
 	}
 	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
 	registerRoutes(e, &d)
+	mountConsole(e, &d)
 	return e
+}
+
+// mountConsole serves the web console at /console/: it calls this same API
+// in-process with the signed-in key, so it can show nothing the API would
+// not.
+func mountConsole(e *echo.Echo, d *Deps) {
+	con := console.New(console.Config{
+		API: e, SecureCookies: d.SecureCookies, AlertThresholds: budget.DefaultThresholds, Logger: d.Logger,
+		Auth: func(ctx context.Context, key string) (console.Principal, error) {
+			p, err := d.Accounts.Authenticate(ctx, key)
+			if errors.Is(err, accounts.ErrUnauthenticated) {
+				return console.Principal{}, console.ErrUnauthenticated
+			}
+			if err != nil {
+				return console.Principal{}, err
+			}
+			return console.Principal{KeyID: p.KeyID, OwnerID: p.OwnerID, Role: string(p.Role), Workload: p.Workload}, nil
+		},
+	})
+	e.Any("/console", echo.WrapHandler(con))
+	e.Any("/console/*", echo.WrapHandler(con))
 }

@@ -85,7 +85,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		started := s.cfg.Now()
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout(begun.task))
 		req := provider.Request{Model: begun.model.ProviderModel, Messages: begun.raw.Messages,
-			MaxTokens: s.maxTokens(begun.raw), IdempotencyKey: begun.providerKey()}
+			MaxTokens: s.maxTokens(begun.raw), IdempotencyKey: begun.providerKey(), JSONMode: begun.raw.JSONMode}
 		client := s.cfg.Clients[begun.model.Provider]
 		var resp *provider.Response
 		var callErr error

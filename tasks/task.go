@@ -76,6 +76,8 @@ type Request struct {
 	Messages  []provider.Message `json:"messages"`
 	MaxTokens int                `json:"max_tokens,omitempty"`
 	Metadata  map[string]any     `json:"metadata,omitempty"`
+	// JSONMode asks the provider for a JSON answer (its JSON mode).
+	JSONMode bool `json:"json_mode,omitempty"`
 	// DeadlineS bounds the task's whole life, queueing and retries
 	// included; 0 takes the service default (1 h).
 	DeadlineS int `json:"deadline_s,omitempty"`

@@ -73,6 +73,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 		Messages:       begun.raw.Messages,
 		MaxTokens:      s.maxTokens(begun.task.Request),
 		IdempotencyKey: begun.providerKey(),
+		JSONMode:       begun.raw.JSONMode,
 	})
 	cancel()
 	latency := s.cfg.Now().Sub(started)

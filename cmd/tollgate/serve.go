@@ -104,8 +104,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	}
 	routeSvc := routes.NewService(pool, svc, cfg.Catalog, compiled, m, log, nil)
 	handler := server.New(server.Deps{
-		Routes: routeSvc,
-		Pool:   pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
+		Routes: routeSvc, SecureCookies: getenv("TOLLGATE_SECURE_COOKIES") == "on",
+		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
 	})

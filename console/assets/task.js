@@ -1,0 +1,317 @@
+// One task: its timeline, its stored request and its replay record side
+// by side, and a ready curl for the replay endpoint. Opening another
+// owner's record asks for a reason first (X-Reason), which the API
+// audits.
+import { $, h, badge, dl, dlItems, statusBadge, highlighted, setBusy, timeEl, fmtTime, fmtMs, fmtInt } from './dom.js';
+import { api, announce, fail } from './api.js';
+import { state, defaultView } from './state.js';
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+// taskGen counts openings: an answer for an earlier one is dropped.
+let taskGen = 0;
+
+// reset empties the page, for the next person to sign in.
+export function reset() {
+  taskGen++;
+  clearTask();
+}
+
+let reasonResolve = null;
+
+// askReason opens the reason dialog; it resolves to the reason, or null
+// when the user cancels.
+function askReason(owner) {
+  const dlg = $('reason-dialog');
+  const text = $('reason-text');
+  $('reason-owner').textContent = owner ?
+    `This record belongs to the owner “${owner}”. Opening it is recorded in the audit log, with your key and the reason you give.` :
+    'This record belongs to another owner. Opening it is recorded in the audit log, with your key and the reason you give.';
+  text.value = '';
+  text.setCustomValidity('');
+  dlg.returnValue = '';
+  return new Promise((resolve) => {
+    reasonResolve = resolve;
+    dlg.showModal();
+    text.focus();
+  });
+}
+
+function normalizedReason() {
+  return $('reason-text').value.replace(/\s+/g, ' ').trim();
+}
+
+export function wire() {
+  const dlg = $('reason-dialog');
+  const text = $('reason-text');
+  $('reason-form').addEventListener('submit', (ev) => {
+    const v = normalizedReason();
+    let problem = '';
+    if (v.length < 3 || v.length > 500) problem = 'Give a reason of 3 to 500 characters.';
+    // A header carries plain ASCII only.
+    else if (!/^[\x20-\x7E]+$/.test(v)) problem = 'Use plain ASCII characters only (no accents, dashes or quotes from a word processor).';
+    if (problem) {
+      ev.preventDefault();
+      text.setCustomValidity(problem);
+      text.reportValidity();
+    }
+  });
+  text.addEventListener('input', () => text.setCustomValidity(''));
+  $('reason-cancel').addEventListener('click', () => dlg.close(''));
+  $('copy-curl').addEventListener('click', copyCurl);
+  dlg.addEventListener('close', () => {
+    const resolve = reasonResolve;
+    reasonResolve = null;
+    if (resolve) resolve(dlg.returnValue === 'ok' ? normalizedReason() : null);
+  });
+}
+
+function clearTask() {
+  $('task-id').textContent = '';
+  $('task-meta').replaceChildren();
+  $('task-curl').hidden = true;
+  $('curl-text').textContent = '';
+  $('copy-status').textContent = '';
+  $('task-gone').hidden = true;
+  $('task-gone').replaceChildren();
+  $('timeline-section').hidden = true;
+  $('timeline').replaceChildren();
+  $('side-by-side').hidden = true;
+  $('redaction-note').hidden = true;
+  $('request-view').replaceChildren();
+  $('record-view').replaceChildren();
+}
+
+function goBackToList() {
+  location.hash = '#' + (state.listView || defaultView(state.session.role) || '');
+}
+
+export async function enterTask(id) {
+  const gen = ++taskGen;
+  clearTask();
+  $('task-back').href = '#' + (state.listView || defaultView(state.session.role) || '');
+  $('task-id').textContent = id;
+  if (!UUID.test(id)) {
+    showNote('That is not a task id.');
+    return;
+  }
+  const role = state.session.role;
+  const readsOthers = role === 'support' || role === 'admin';
+  const owner = state.ownerHints.get(id);
+  let reason = '';
+  if (readsOthers && owner && owner !== state.session.owner_id) {
+    reason = await askReason(owner);
+    if (reason === null) return goBackToList();
+  }
+  const body = $('task-body');
+  setBusy(body, true);
+  try {
+    let rec;
+    try {
+      rec = await api(`/v1/tasks/${id}/replay`, { reason });
+    } catch (e) {
+      // The owner was unknown here (a link typed in): the API says 403
+      // when a reason is needed, having read nothing.
+      if (e.status !== 403 || reason || !readsOthers || gen !== taskGen) throw e;
+      reason = await askReason(owner);
+      if (reason === null) return goBackToList();
+      rec = await api(`/v1/tasks/${id}/replay`, { reason });
+    }
+    if (gen !== taskGen) return;
+    renderTask(rec, reason);
+    announce(`Task ${id} opened.`);
+  } catch (e) {
+    if (gen !== taskGen) return;
+    if (e.status === 410) {
+      renderGone(id, e.tombstone, reason);
+    } else if (e.status === 404) {
+      showNote('No such task, or your key may not see it.');
+    } else {
+      fail(e);
+    }
+  } finally {
+    setBusy(body, false);
+  }
+}
+
+function showNote(text) {
+  const note = $('task-gone');
+  note.replaceChildren(text);
+  note.hidden = false;
+}
+
+function renderGone(id, tomb, reason) {
+  renderCurl(id, reason);
+  const note = $('task-gone');
+  note.replaceChildren(h('strong', null, 'This record was erased. '),
+    tomb ? `Its bodies were removed on ${fmtTime(tomb.erased_at)} UTC by ${tomb.erased_by} (${tomb.reason}); ` +
+      'its metadata is kept for finance and support.' : 'Its metadata is kept; its bodies are gone.');
+  note.hidden = false;
+}
+
+function shellQuote(v) {
+  return "'" + String(v).replace(/'/g, "'\\''") + "'";
+}
+
+// curlFor is a ready command for the replay endpoint. The key is left as
+// $TOLLGATE_KEY: this page does not know it, and should not.
+function curlFor(id, reason) {
+  const lines = ['curl -sS', '-H "Authorization: Bearer $TOLLGATE_KEY"'];
+  if (reason) lines.push('-H ' + shellQuote('X-Reason: ' + reason));
+  lines.push(shellQuote(`${location.origin}/v1/tasks/${id}/replay`));
+  return lines.join(' \\\n  ');
+}
+
+function renderCurl(id, reason) {
+  $('curl-text').textContent = curlFor(id, reason);
+  $('copy-status').textContent = '';
+  $('task-curl').hidden = false;
+}
+
+async function copyCurl() {
+  const pre = $('curl-text');
+  let ok = false;
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(pre.textContent);
+      ok = true;
+    } catch {
+      ok = false;
+    }
+  }
+  if (!ok) {
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    try { ok = document.execCommand('copy'); } catch { ok = false; }
+  }
+  $('copy-status').textContent = ok ? 'Copied.' : 'Selected: press Ctrl+C (or ⌘C) to copy.';
+}
+
+function renderTask(rec, reason) {
+  const req = rec.request || { messages: [] };
+  $('task-meta').replaceChildren(...dlItems([
+    ['Owner', rec.owner_id],
+    ['Status', statusBadge(rec.status)],
+    ['Idempotency key', h('span', { class: 'mono wrap' }, rec.idempotency_key)],
+    ['Model asked for', req.model],
+    ['Created (UTC)', timeEl(rec.created_at)],
+    ['Finished (UTC)', timeEl(rec.finished_at)],
+    ['Attempts', String((rec.attempts || []).length)],
+  ]));
+  renderCurl(rec.task_id, reason);
+  renderTimeline(rec);
+  renderRequest(req);
+  renderRecord(rec);
+  $('redaction-note').hidden = false;
+  $('side-by-side').hidden = false;
+}
+
+function renderTimeline(rec) {
+  const ol = $('timeline');
+  ol.replaceChildren();
+  const t0 = Date.parse(rec.created_at);
+  const after = (iso) => {
+    const t = Date.parse(iso);
+    return Number.isNaN(t) || Number.isNaN(t0) ? '' : ` (+${fmtMs(t - t0)})`;
+  };
+  ol.append(h('li', { class: 'tl tl-created' },
+    h('span', { class: 'tl-what' }, 'Created'), ' ', timeEl(rec.created_at)));
+  for (const a of rec.attempts || []) {
+    const outcome = a.outcome || a.state || 'unknown';
+    const facts = [
+      ['Provider', `${a.provider} · ${a.provider_model}`],
+      ['Model', a.model],
+      ['Class', a.class || (outcome === 'succeeded' ? 'none' : '—')],
+      ['Code', a.code],
+      ['Provider status', a.provider_status === null || a.provider_status === undefined ? '—' : String(a.provider_status)],
+      ['Latency', a.latency_ms === null || a.latency_ms === undefined ? '—' : fmtMs(a.latency_ms)],
+    ];
+    const sent = a.sent_at || a.started_at;
+    ol.append(h('li', { class: 'tl tl-attempt tl-' + outcomeClass(outcome) },
+      h('span', { class: 'tl-what' }, `Attempt ${a.attempt}`), ' ',
+      badge(outcome, 'outcome-' + outcomeClass(outcome)), ' sent ', timeEl(sent), after(sent),
+      dl(facts, 'meta meta-inline')));
+  }
+  if (rec.finished_at) {
+    ol.append(h('li', { class: 'tl tl-finished' },
+      h('span', { class: 'tl-what' }, 'Finished'), ' ', statusBadge(rec.status), ' ',
+      timeEl(rec.finished_at), after(rec.finished_at)));
+  } else {
+    ol.append(h('li', { class: 'tl tl-open' },
+      h('span', { class: 'tl-what' }, 'Not finished'), ' ', statusBadge(rec.status)));
+  }
+  $('timeline-section').hidden = false;
+}
+
+function outcomeClass(o) {
+  return ['succeeded', 'failed', 'unknown', 'ambiguous', 'sent'].includes(o) ? o : 'other';
+}
+
+function message(role, content, extra) {
+  const known = ['system', 'user', 'assistant'];
+  return h('div', { class: 'msg msg-' + (known.includes(role) ? role : 'other') },
+    h('div', { class: 'msg-role' }, role, extra ? h('span', { class: 'hint' }, ' ' + extra) : null),
+    h('div', { class: 'msg-content' }, highlighted(content)));
+}
+
+function renderRequest(req) {
+  const box = $('request-view');
+  box.replaceChildren(dl([
+    ['Model', req.model || '(server default)'],
+    ['Max tokens', req.max_tokens === null || req.max_tokens === undefined ? '(default)' : String(req.max_tokens)],
+  ]));
+  const msgs = req.messages || [];
+  if (msgs.length === 0) box.append(h('p', { class: 'hint' }, 'No messages stored.'));
+  for (const m of msgs) box.append(message(m.role, m.content));
+  if (req.metadata) {
+    box.append(h('h3', null, 'Metadata'), h('pre', { class: 'json' }, highlighted(JSON.stringify(req.metadata, null, 2))));
+  }
+}
+
+function renderRecord(rec) {
+  const box = $('record-view');
+  box.replaceChildren();
+  const attempts = rec.attempts || [];
+  if (attempts.length === 0) {
+    box.append(h('p', { class: 'hint' }, 'No provider attempt was made.'));
+    return;
+  }
+  for (const a of attempts) {
+    const outcome = a.outcome || a.state || 'unknown';
+    const headingId = `attempt-${a.attempt}-h`;
+    const art = h('article', { class: 'attempt', 'aria-labelledby': headingId },
+      h('h3', { id: headingId }, `Attempt ${a.attempt} `, badge(outcome, 'outcome-' + outcomeClass(outcome))));
+    const params = a.parameters || {};
+    art.append(dl([
+      ['Provider', a.provider],
+      ['Provider model', a.provider_model],
+      ['Max tokens', params.max_tokens === undefined ? '—' : String(params.max_tokens)],
+      ['Timeout', a.timeout_ms === undefined ? '—' : fmtMs(a.timeout_ms)],
+      ['Started (UTC)', timeEl(a.started_at)],
+      ['Finished (UTC)', timeEl(a.finished_at)],
+      ['Latency', a.latency_ms === null || a.latency_ms === undefined ? '—' : fmtMs(a.latency_ms)],
+      ['Trace id', a.trace_id ? h('span', { class: 'mono' }, a.trace_id) : '—'],
+      ['Build', a.build_version],
+    ], 'meta meta-compact'));
+    if (a.response) {
+      const r = a.response;
+      const usage = r.usage ? `${fmtInt(r.usage.input_tokens)} in, ${fmtInt(r.usage.output_tokens)} out` : '';
+      art.append(message('response', r.content,
+        [r.finish_reason ? `finish: ${r.finish_reason}` : '', usage].filter(Boolean).join(' · ')));
+    }
+    if (a.error) {
+      art.append(h('p', { class: 'attempt-error' },
+        `Failed: class ${a.error.class}, code ${a.error.code}` +
+        (a.error.provider_status ? `, provider status ${a.error.provider_status}` : '') + '.'));
+    }
+    const red = Object.entries(a.redactions || {});
+    if (red.length) {
+      art.append(h('p', { class: 'hint' }, 'Redactions in this record: ' +
+        red.map(([k, n]) => `${k} × ${n}`).join(', ') + '.'));
+    }
+    box.append(art);
+  }
+}
