@@ -1,0 +1,72 @@
+package routes_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/routes"
+)
+
+func TestExampleRoutesCompile(t *testing.T) {
+	t.Parallel()
+	cat, err := catalog.Load("../deploy/tollgate.example.yaml", func(string) string { return "x" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := routes.Compile(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs["draft-reply"] == nil || rs["classify-ticket"] == nil {
+		t.Fatalf("routes = %v", rs)
+	}
+	_, user, _, err := rs["draft-reply"].Prompt(map[string]any{"message": "  hello  "})
+	if err != nil || user != "Customer message:\nhello" {
+		t.Errorf("prompt = %q, %v", user, err)
+	}
+}
+
+// An invalid route fails start-up with a message naming the route and the
+// field.
+func TestInvalidRoutesNameRouteAndField(t *testing.T) {
+	t.Parallel()
+	const base = `
+providers: [{key: p, kind: openai, base_url: fake}]
+models: [{name: m, provider: p}]
+routes:
+  - name: r1
+    prompt_version: "1"
+    system_prompt: "s"
+    user_template: "{{q}}"
+    input: [{name: q, type: string, max_length: 10}]
+    model: m
+    max_tokens: 10
+    deadline_ms: 1000
+    output: {type: text, max_length: 100}
+    fallback: "x"
+    on_failure: fallback
+`
+	cases := []struct{ name, from, to, want string }{
+		{"bad on_failure", "on_failure: fallback", "on_failure: maybe", `"r1"): on_failure`},
+		{"unknown model", "model: m\n    max", "model: nope\n    max", `"r1"): model`},
+		{"fallback of another shape", `fallback: "x"`, "fallback: {a: 1}", `"r1"): fallback`},
+		{"template names no field", `user_template: "{{q}}"`, `user_template: "{{zz}}"`, `"r1"): user_template`},
+		{"no prompt version", `prompt_version: "1"`, `prompt_version: ""`, `"r1"): prompt_version`},
+		{"json output without schema", "output: {type: text, max_length: 100}", "output: {type: json}", `"r1"): output.schema`},
+		{"deadline out of range", "deadline_ms: 1000", "deadline_ms: 5", `"r1"): deadline_ms`},
+		{"bad input type", "type: string, max_length: 10", "type: date", `"r1"): input[0].type`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cat, err := catalog.Parse([]byte(strings.Replace(base, c.from, c.to, 1)), func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = routes.Compile(cat)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Compile error = %v, want one containing %s", err, c.want)
+			}
+		})
+	}
+}
