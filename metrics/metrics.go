@@ -171,6 +171,7 @@ func (m *Metrics) WatchDatabase(pool *pgxpool.Pool, log *slog.Logger) {
 var (
 	queueDepthDesc = prometheus.NewDesc("tollgate_queue_depth", "Tasks waiting (queued or snoozed) per provider key.", []string{"provider_key"}, nil)
 	oldestDesc     = prometheus.NewDesc("tollgate_queue_oldest_seconds", "Age of the oldest unfinished task per provider key.", []string{"provider_key"}, nil)
+	budgetDesc     = prometheus.NewDesc("tollgate_budget_used_ratio", "(reserved + spent) / total of the current period, for the 20 fullest budgets (bounded cardinality).", []string{"owner_id", "workload"}, nil)
 	gateDesc       = prometheus.NewDesc("tollgate_provider_key_state", "Gate state per provider key: 1 for the current state (closed, paused, open).", []string{"provider_key", "state"}, nil)
 )
 
@@ -183,6 +184,7 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- oldestDesc
 	ch <- gateDesc
+	ch <- budgetDesc
 }
 
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
@@ -209,6 +211,22 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, key)
 	}
 	rows.Close()
+	rows, err = c.pool.Query(ctx, `
+		SELECT owner_id, workload, (reserved_micros + spent_micros)::float8 / total_micros
+		FROM (SELECT DISTINCT ON (owner_id, workload) * FROM budget_periods
+		      ORDER BY owner_id, workload, period_start DESC) p
+		WHERE total_micros > 0
+		ORDER BY 3 DESC LIMIT 20`)
+	if err == nil {
+		for rows.Next() {
+			var owner, workload string
+			var used float64
+			if rows.Scan(&owner, &workload, &used) == nil {
+				ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, used, owner, workload)
+			}
+		}
+		rows.Close()
+	}
 	rows, err = c.pool.Query(ctx, `SELECT key, state FROM provider_keys`)
 	if err != nil {
 		return

@@ -28,6 +28,10 @@ func readyz(d *Deps) echo.HandlerFunc {
 		defer cancel()
 		checks := map[string]string{"database": "ok", "migrations": "current"}
 		status := http.StatusOK
+		if d.Draining != nil && d.Draining() {
+			checks["process"] = "draining"
+			return c.JSON(http.StatusServiceUnavailable, health{Status: "unavailable", Checks: checks})
+		}
 		if err := d.Pool.Ping(ctx); err != nil {
 			checks["database"], checks["migrations"] = "unreachable", "unknown"
 			status = http.StatusServiceUnavailable

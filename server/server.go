@@ -40,6 +40,9 @@ type Deps struct {
 	SyncWait time.Duration
 	// AllowRerun enables POST /v1/tasks/{id}/rerun (TOLLGATE_ALLOW_RERUN=on).
 	AllowRerun bool
+	// Draining reports that the process is shutting down: /readyz then
+	// answers 503 so load balancers stop sending work. nil: never.
+	Draining func() bool
 	// SecureCookies marks console cookies Secure (serve behind TLS).
 	SecureCookies bool
 	// Metrics is served at /metrics; nil serves an empty registry.

@@ -150,6 +150,7 @@ type Service struct {
 	cfg       Config
 	river     *river.Client[pgx.Tx]
 	waiter    *waiter
+	started   bool // workers running; set by Start before any Stop
 }
 
 // New returns a service on pool. Call Start to run workers; a service that
@@ -207,17 +208,29 @@ const riverAttemptMargin = 5
 // Start runs the workers and the completion listener until ctx ends or Stop
 // is called.
 func (s *Service) Start(ctx context.Context) error {
-	go s.waiter.run(ctx)
+	s.StartListener(ctx)
 	go s.reapLoop(ctx, s.cfg.ReapEvery)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}
+	s.started = true
 	return nil
+}
+
+// StartListener runs only the completion listener, for an API-only
+// instance: it creates tasks and answers Prefer: wait, while worker
+// instances run them.
+func (s *Service) StartListener(ctx context.Context) {
+	go s.waiter.run(ctx)
 }
 
 // Stop stops fetching new jobs and waits for running ones until ctx ends;
 // then it cancels them, and their attempts are handed back to the queue.
 func (s *Service) Stop(ctx context.Context) error {
+	if !s.started {
+		s.waiter.stop()
+		return nil
+	}
 	err := s.river.Stop(ctx)
 	if err != nil && ctx.Err() != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

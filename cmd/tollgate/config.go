@@ -40,6 +40,7 @@ type config struct {
 	Workers          int
 	RescueAfter      time.Duration
 	SyncWait         time.Duration
+	DrainTimeout     time.Duration
 	PricesSpec       string
 	ConfigFile       string
 	Catalog          *catalog.Catalog
@@ -93,6 +94,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	c.SyncWait = time.Duration(wait) * time.Second
+	drain, err := intVar(getenv, "TOLLGATE_DRAIN_TIMEOUT_S", 30, 1, 3600)
+	if err != nil {
+		return c, err
+	}
+	c.DrainTimeout = time.Duration(drain) * time.Second
 	c.ConfigFile = getenv("TOLLGATE_CONFIG")
 	if c.ConfigFile != "" {
 		if c.Catalog, err = catalog.Load(c.ConfigFile, getenv); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,12 +42,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	logFormat := fs.String("log-format", "json", "log format: json or text")
+	role := fs.String("role", "all", "api (HTTP only), worker (runs tasks; HTTP for health and metrics) or all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log, err := newLogger(*logFormat, stderr)
 	if err != nil {
 		return err
+	}
+	if *role != "api" && *role != "worker" && *role != "all" {
+		return fmt.Errorf("--role must be api, worker or all, not %q", *role)
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -103,8 +108,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	routeSvc := routes.NewService(pool, svc, cfg.Catalog, compiled, m, log, nil)
+	var draining atomic.Bool
 	handler := server.New(server.Deps{
-		Routes: routeSvc, SecureCookies: getenv("TOLLGATE_SECURE_COOKIES") == "on",
+		Draining: draining.Load,
+		Routes:   routeSvc, SecureCookies: getenv("TOLLGATE_SECURE_COOKIES") == "on",
 		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
@@ -117,17 +124,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	if err := svc.Start(workCtx); err != nil {
+	if *role == "api" {
+		svc.StartListener(workCtx)
+	} else if err := svc.Start(workCtx); err != nil {
 		return err
 	}
 	go alerter.Run(workCtx)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()))
+	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()), slog.String("role", *role))
 
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: no new requests; waiting for running tasks")
+		draining.Store(true) // /readyz answers 503 from now on
+		log.Info("shutting down: no new requests; waiting for running tasks", slog.Duration("drain_timeout", cfg.DrainTimeout))
 	case err := <-serveErr:
 		stopWork()
 		return fmt.Errorf("http server: %w", err)
@@ -135,7 +145,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	httpErr := srv.Shutdown(shutCtx)
-	stopCtx, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	stopCtx, cancel2 := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel2()
 	workErr := svc.Stop(stopCtx)
 	stopWork()
