@@ -10,11 +10,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -124,14 +126,20 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 	digest := sha256.Sum256([]byte(key))
 	var p Principal
 	var role string
+	var stored []byte
 	err := s.pool.QueryRow(ctx,
-		`SELECT id::text, owner_id, role, workload FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role, &p.Workload)
+		`SELECT id::text, owner_id, role, workload, key_hash FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role, &p.Workload, &stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("accounts: authenticate: %w", err)
+	}
+	// The index found the row by digest; compare again in constant time so
+	// that no code path compares secrets byte by byte.
+	if subtle.ConstantTimeCompare(stored, digest[:]) != 1 {
+		return Principal{}, ErrUnauthenticated
 	}
 	p.Role = Role(role)
 	return p, nil
@@ -189,4 +197,46 @@ func (s *Store) SetPrivacy(ctx context.Context, p Privacy) (Privacy, error) {
 		return Privacy{}, fmt.Errorf("accounts: set privacy: %w", err)
 	}
 	return p, nil
+}
+
+// Key is an API key as operators see it: never the key itself.
+type Key struct {
+	ID        string     `json:"id"`
+	OwnerID   string     `json:"owner_id"`
+	Role      Role       `json:"role"`
+	Workload  string     `json:"workload"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// ListKeys returns the owner's keys ("" for every owner), newest first.
+func (s *Store) ListKeys(ctx context.Context, owner string) ([]Key, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id::text, owner_id, role, workload, key_prefix, created_at, revoked_at FROM api_keys
+		WHERE $1 = '' OR owner_id = $1 ORDER BY created_at DESC, id`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("accounts: list keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
+		var k Key
+		var role string
+		err := r.Scan(&k.ID, &k.OwnerID, &role, &k.Workload, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+		k.Role = Role(role)
+		return k, err
+	})
+}
+
+// Revoke revokes a key by id. Authentication reads the database on every
+// request, so a revoked key fails at once on every instance. It returns
+// ErrNotFound for an unknown or already revoked key.
+func (s *Store) Revoke(ctx context.Context, keyID string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id::text = $1 AND revoked_at IS NULL`, keyID)
+	if err != nil {
+		return fmt.Errorf("accounts: revoke: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
 }

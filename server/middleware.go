@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -66,14 +67,23 @@ func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // authenticate requires Authorization: Bearer <key> on every route it wraps.
-func authenticate(keys *accounts.Store) echo.MiddlewareFunc {
+// An address that keeps failing is slowed down (429) for a while.
+func authenticate(keys *accounts.Store, limit *authLimiter) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			addr := c.RealIP()
+			if blocked, wait := limit.blocked(addr); blocked {
+				return tooManyAuthFailures(wait)
+			}
 			scheme, key, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") {
+				limit.failed(addr)
 				return accounts.ErrUnauthenticated
 			}
 			p, err := keys.Authenticate(c.Request().Context(), strings.TrimSpace(key))
+			if errors.Is(err, accounts.ErrUnauthenticated) {
+				limit.failed(addr)
+			}
 			if err != nil {
 				return err
 			}

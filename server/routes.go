@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -11,7 +13,7 @@ func registerRoutes(e *echo.Echo, d *Deps) {
 	e.GET("/readyz", readyz(d))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
 
-	v1 := e.Group("/v1", authenticate(d.Accounts))
+	v1 := e.Group("/v1", authenticate(d.Accounts, newAuthLimiter(d.AuthFailures, time.Minute, time.Now)))
 	v1.POST("/tasks", createTask(d))
 	v1.POST("/chat/completions", chatCompletions(d))
 	v1.POST("/routes/:name", callRoute(d))

@@ -40,6 +40,9 @@ type Deps struct {
 	SyncWait time.Duration
 	// AllowRerun enables POST /v1/tasks/{id}/rerun (TOLLGATE_ALLOW_RERUN=on).
 	AllowRerun bool
+	// AuthFailures is how many failed authentications an address may make
+	// per minute before it gets 429; default 20.
+	AuthFailures int
 	// Draining reports that the process is shutting down: /readyz then
 	// answers 503 so load balancers stop sending work. nil: never.
 	Draining func() bool
@@ -53,6 +56,9 @@ type Deps struct {
 func New(d Deps) *echo.Echo {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
+	}
+	if d.AuthFailures <= 0 {
+		d.AuthFailures = 20
 	}
 	if d.SyncWait <= 0 {
 		d.SyncWait = 60 * time.Second

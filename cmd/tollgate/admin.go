@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"text/tabwriter"
+	"time"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
@@ -63,8 +65,11 @@ func migrateCmd(ctx context.Context, args []string, getenv func(string) string, 
 // keysCmd: tollgate keys create --owner O --role R. Prints the key alone on
 // stdout, so scripts can capture it.
 func keysCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 && (args[0] == "list" || args[0] == "revoke") {
+		return keysManage(ctx, args, getenv, stdout)
+	}
 	if len(args) == 0 || args[0] != "create" {
-		return errors.New("usage: tollgate keys create --owner OWNER --role client|support|finance|admin")
+		return errors.New("usage: tollgate keys create --owner OWNER --role client|support|finance|admin [--workload W] | keys list [--owner O] | keys revoke --id KEY_ID")
 	}
 	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 	owner := fs.String("owner", "", "owner id")
@@ -155,4 +160,46 @@ func budgetVerify(ctx context.Context, getenv func(string) string, stdout io.Wri
 		owners[m.OwnerID] = true
 	}
 	return fmt.Errorf("budget verify: %d mismatches across %d owners", len(mm), len(owners))
+}
+
+// keysManage: tollgate keys list [--owner O] | keys revoke --id KEY_ID. A
+// key is rotated by creating a new one, moving clients to it, then
+// revoking the old one; revocation takes effect at once on every instance.
+func keysManage(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
+	owner := fs.String("owner", "", "only this owner's keys (list)")
+	id := fs.String("id", "", "the key's id, as keys list prints it (revoke)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	pool, err := openDatabase(ctx, orDefault(getenv("DATABASE_URL"), defaultDatabaseURL), getenv("TOLLGATE_MIGRATE") != "off")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := accounts.NewStore(pool)
+	if args[0] == "revoke" {
+		if *id == "" {
+			return errors.New("usage: tollgate keys revoke --id KEY_ID")
+		}
+		if err := store.Revoke(ctx, *id); err != nil {
+			return fmt.Errorf("revoke %s: %w", *id, err)
+		}
+		fmt.Fprintln(stdout, "revoked", *id)
+		return nil
+	}
+	keys, err := store.ListKeys(ctx, *owner)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tOWNER\tROLE\tWORKLOAD\tPREFIX\tCREATED\tREVOKED")
+	for _, k := range keys {
+		revoked := "-"
+		if k.RevokedAt != nil {
+			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s…\t%s\t%s\n", k.ID, k.OwnerID, k.Role, k.Workload, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+	}
+	return tw.Flush()
 }

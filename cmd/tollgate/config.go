@@ -41,6 +41,7 @@ type config struct {
 	RescueAfter      time.Duration
 	SyncWait         time.Duration
 	DrainTimeout     time.Duration
+	HeaderTimeout    time.Duration
 	PricesSpec       string
 	ConfigFile       string
 	Catalog          *catalog.Catalog
@@ -99,6 +100,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err
 	}
 	c.DrainTimeout = time.Duration(drain) * time.Second
+	c.HeaderTimeout = 10 * time.Second
 	c.ConfigFile = getenv("TOLLGATE_CONFIG")
 	if c.ConfigFile != "" {
 		if c.Catalog, err = catalog.Load(c.ConfigFile, getenv); err != nil {

@@ -121,7 +121,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(handler, cfg, log)
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	if *role == "api" {
@@ -224,4 +224,21 @@ func fakeProvider(ctx context.Context, getenv func(string) string, stderr io.Wri
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// newHTTPServer bounds every phase of a connection, so that a slow or
+// stalled client cannot hold one forever: headers within 10s, the body
+// within 30s, the response (a synchronous wait or a stream included)
+// within the longest legitimate answer plus a margin, idle keep-alives
+// for 2 minutes.
+func newHTTPServer(h http.Handler, cfg config, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.HeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      max(cfg.SyncWait, cfg.RequestTimeout, 60*time.Second) + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
