@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,22 +26,98 @@ func decodeJSON(c echo.Context, limit int64, dst any) error {
 			return echo.NewHTTPError(http.StatusUnsupportedMediaType)
 		}
 	}
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, limit)
-	dec := json.NewDecoder(body)
+	raw, err := readBody(c, limit)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
-	err := dec.Decode(dst)
+	err = dec.Decode(dst)
 	if err == nil {
 		// Exactly one JSON value: anything but whitespace after it is an error.
 		if _, terr := dec.Token(); terr != io.EOF {
 			err = errTrailing
-			var mbe *http.MaxBytesError
-			if errors.As(terr, &mbe) {
-				err = terr
-			}
 		}
 	}
 	return decodeError(err)
+}
+
+// readBody reads at most limit bytes and refuses what encoding/json would
+// silently accept: invalid UTF-8 (it would become U+FFFD) and an object
+// with a key twice (the last would win, unseen by whoever wrote the first).
+func readBody(c echo.Context, limit int64) ([]byte, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
+	if err != nil {
+		return nil, decodeError(err)
+	}
+	if !utf8.Valid(raw) {
+		return nil, badRequest("The request body is not valid UTF-8.")
+	}
+	if key, dup := duplicateKey(raw); dup {
+		return nil, badRequest(fmt.Sprintf("The key %q appears twice in one object.", key),
+			tasks.FieldError{Field: key, Message: "duplicated key"})
+	}
+	return raw, nil
+}
+
+// duplicateKey walks the JSON tokens and reports the first key repeated
+// within one object. Malformed JSON is left to the real decoder.
+func duplicateKey(raw []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		expect bool // next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				if top != nil && top.object {
+					top.expect = true
+				}
+				stack = append(stack, &frame{keys: map[string]bool{}, object: true, expect: true})
+			case '[':
+				if top != nil && top.object {
+					top.expect = true
+				}
+				stack = append(stack, &frame{})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].expect = true
+				}
+			}
+		case string:
+			if top != nil && top.object && top.expect {
+				if top.keys[v] {
+					return v, true
+				}
+				top.keys[v] = true
+				top.expect = false
+				continue
+			}
+			if top != nil && top.object {
+				top.expect = true
+			}
+		default:
+			if top != nil && top.object {
+				top.expect = true
+			}
+		}
+	}
 }
 
 var errTrailing = errors.New("trailing data")

@@ -5,12 +5,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/metrics"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 const (
@@ -18,34 +24,60 @@ const (
 	ctxPrincipal = "tollgate.principal"
 )
 
-// traceID takes the trace id from a W3C traceparent header when one is sent,
-// so our logs join the caller's trace, and makes one otherwise.
+// traceID starts the request's server span, its parent taken from a W3C
+// traceparent header when one is sent so the request joins the caller's
+// trace. The span's trace id is the request's trace id: in X-Trace-Id, in
+// problems, in logs, and carried to the task (tasks read the span from the
+// request context). Should no tracer provider be installed, spans have no
+// ids and a random trace id stands in, as before tracing existed.
 func traceID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := parseTraceparent(c.Request().Header.Get("traceparent"))
-		if id == "" {
+		req := c.Request()
+		method, route := spanMethod(req.Method), c.Path()
+		name := method
+		if route != "" {
+			name += " " + route // the pattern, never the raw path, which holds ids
+		}
+		ctx, span := tracing.Tracer().Start(tracing.ExtractHTTP(req.Context(), req.Header), name,
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), semconv.HTTPRoute(route)))
+		defer span.End()
+		c.SetRequest(req.WithContext(ctx))
+
+		id := span.SpanContext().TraceID().String()
+		if !span.SpanContext().IsValid() {
 			var b [16]byte
 			_, _ = rand.Read(b[:])
 			id = hex.EncodeToString(b[:])
 		}
 		c.Set(ctxTraceID, id)
 		c.Response().Header().Set("X-Trace-Id", id)
-		return next(c)
+		tracing.InjectHTTP(ctx, c.Response().Header())
+
+		err := next(c)
+		status := c.Response().Status
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		// Only the error's type or the status: messages may quote the request.
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, "")
+			span.SetAttributes(semconv.ErrorType(err))
+		case status >= 500:
+			span.SetStatus(codes.Error, "")
+			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		}
+		return err
 	}
 }
 
-// parseTraceparent returns the trace id of a valid version-00 traceparent,
-// or "".
-func parseTraceparent(h string) string {
-	parts := strings.Split(strings.TrimSpace(h), "-")
-	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
-		return ""
+// spanMethod keeps span names and attributes to the methods HTTP defines.
+func spanMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
 	}
-	id := parts[1]
-	if _, err := hex.DecodeString(id); err != nil || id != strings.ToLower(id) || id == strings.Repeat("0", 32) {
-		return ""
-	}
-	return id
+	return "_OTHER"
 }
 
 func traceIDOf(c echo.Context) string {

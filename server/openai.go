@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -305,8 +306,11 @@ func streamCompletion(c echo.Context, d *Deps, created tasks.Created, withUsage 
 // decodeLenient decodes a JSON body accepting unknown fields: OpenAI adds
 // fields all the time, and SDKs send them.
 func decodeLenient(c echo.Context, limit int64, dst any) error {
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, limit)
-	dec := json.NewDecoder(body)
+	raw, err := readBody(c, limit)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	return decodeError(dec.Decode(dst))
 }

@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/accounts"
+)
+
+// Every endpoint that takes a body, tried with hostile bodies: a clear
+// 4xx, nothing stored, no model call, never a 5xx.
+func TestHostileBodiesOnEveryEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{maxBody: 64 << 10})
+	client := e.owner("acme", accounts.RoleClient, 1_000_000)
+	admin := e.owner("ops", accounts.RoleAdmin, 0)
+	endpoints := []struct {
+		method, path, key string
+	}{
+		{http.MethodPost, "/v1/tasks", client},
+		{http.MethodPost, "/v1/chat/completions", client},
+		{http.MethodPost, "/v1/routes/tagline", client},
+		{http.MethodPut, "/v1/budgets/acme", admin},
+		{http.MethodPost, "/v1/budgets/acme/topups", admin},
+		{http.MethodPut, "/v1/owners/acme/privacy", admin},
+	}
+	deep := strings.Repeat(`{"a":`, 20000) + "1" + strings.Repeat("}", 20000)
+	bodies := map[string]string{
+		"malformed":            `{"messages": [`,
+		"deep nesting":         deep,
+		"huge string":          `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 70<<10) + `"}]}`,
+		"invalid utf-8":        "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
+		"duplicated key":       `{"messages":[{"role":"user","content":"a","content":"b"}],"total_micros":1,"total_micros":2}`,
+		"negative number":      `{"max_tokens":-5,"total_micros":-5,"amount_micros":-5,"body_retention_days":-1,"messages":[{"role":"user","content":"x"}]}`,
+		"overflowing number":   `{"max_tokens":1e400,"total_micros":99999999999999999999999,"amount_micros":99999999999999999999999,"messages":[{"role":"user","content":"x"}]}`,
+		"wrong top-level type": `"just a string"`,
+	}
+	for _, ep := range endpoints {
+		for name, body := range bodies {
+			t.Run(ep.method+" "+ep.path+" "+name, func(t *testing.T) {
+				r := e.do(ep.method, ep.path, ep.key, []byte(body), map[string]string{"Idempotency-Key": "hostile"})
+				if r.status < 400 || r.status >= 500 {
+					t.Errorf("%d %s, want a 4xx", r.status, truncate(r.body))
+				}
+			})
+		}
+		t.Run(ep.method+" "+ep.path+" wrong content type", func(t *testing.T) {
+			r := e.do(ep.method, ep.path, ep.key, []byte(`{}`), map[string]string{"Idempotency-Key": "hostile", "Content-Type": "text/xml"})
+			if r.status < 400 || r.status >= 500 {
+				t.Errorf("%d, want a 4xx", r.status)
+			}
+		})
+	}
+	if n := e.fake.CallCount(); n != 0 {
+		t.Errorf("provider calls = %d, want 0", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 0 {
+		t.Errorf("tasks stored = %d, want 0", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM budget_ledger WHERE kind = 'topup'`); n != 0 {
+		t.Errorf("top-ups stored = %d, want 0", n)
+	}
+	e.checkInvariants()
+}
+
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
