@@ -44,3 +44,35 @@ lint:
 		echo "gofmt -l: these files need gofmt -w:" >&2; echo "$$files" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+
+# make bench: the performance harness of issue 9, never part of make test.
+# Measures the pgbench ceiling of one task's SQL, then Tollgate at each rate
+# and model latency on a fresh database, and writes
+# bench/results/latest.json. Tune it with BENCH_RATES, BENCH_DURATION,
+# BENCH_LATENCIES, ... (see scripts/bench.sh), e.g.
+#   make bench BENCH_RATES=20,50 BENCH_DURATION=10s
+.PHONY: bench
+bench:
+	$(GO) build -o $(BIN) ./cmd/tollgate
+	$(GO) build -o bin/tollbench ./cmd/tollbench
+	@bash scripts/ensure-postgres.sh "$${BENCH_PG:-}"
+	@bash scripts/bench.sh
+
+# The fault suite (faults/, build tag "faults"): real tollgate processes
+# SIGKILLed mid-call, PostgreSQL restarted, providers that hang, cut or
+# lie, a storm of duplicates and clock jumps, each ending with invariants
+# checked in SQL; it prints a table of the figures. It restarts the shared
+# PostgreSQL server: run it after `make test`, never alongside it.
+.PHONY: test-faults fuzz
+test-faults:
+	@bash scripts/ensure-postgres.sh "$${TOLLGATE_TEST_DATABASE_URL:-}"
+	TOLLGATE_FAULTS_PG_RESTART=1 $(GO) test -tags faults -count=1 -timeout 20m -v ./faults
+
+# Every fuzz target, each for FUZZTIME, starting from the seed corpora
+# committed under each package's testdata/fuzz/.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTaskRequest$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzValidIdempotencyKey$$' -fuzztime $(FUZZTIME) ./tasks
+	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./provider
+	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./redact

@@ -13,10 +13,13 @@ import (
 	"time"
 )
 
-// taskBody is a task request; n makes each conversation distinct.
-func taskBody(n int, text string) []byte {
+// taskBody is a task request for gpt-4o-mini; n makes each conversation
+// distinct.
+func taskBody(n int, text string) []byte { return modelTaskBody("gpt-4o-mini", n, text) }
+
+func modelTaskBody(model string, n int, text string) []byte {
 	b, _ := json.Marshal(map[string]any{
-		"model":      "gpt-4o-mini",
+		"model":      model,
 		"messages":   []map[string]string{{"role": "user", "content": fmt.Sprintf("%s #%d", text, n)}},
 		"max_tokens": 16,
 	})

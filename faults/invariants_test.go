@@ -227,8 +227,32 @@ func finish(t *testing.T, r row, o outcome, started time.Time) {
 	for _, s := range v {
 		t.Errorf("invariant violated: %s", s)
 	}
+	// Besides duplicate submissions, the journal prevents duplicate calls:
+	// a task whose calls were ambiguous too often fails rather than call the
+	// provider again.
+	if refused, err := repeatsRefused(o.dbURL); err != nil {
+		t.Errorf("count refused repeats: %v", err)
+	} else if refused > 0 {
+		r.notes = fmt.Sprintf("duplicates = %d submissions + %d provider repeats refused after ambiguous calls; %s", r.duplicates, refused, r.notes)
+		r.duplicates += refused
+	}
 	r.violations, r.calls, r.elapsed = len(v), len(o.calls), time.Since(started)
 	record(r)
 	t.Logf("%s: %d tasks, %d provider calls, %d duplicates prevented, %d violations; %s",
 		r.scenario, r.tasks, r.calls, r.duplicates, r.violations, r.notes)
+}
+
+// repeatsRefused counts tasks that failed as possibly executed: after an
+// ambiguous call (and its one allowed repeat) the service stopped calling.
+func repeatsRefused(dbURL string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE status = 'failed' AND error->>'code' = 'possibly_executed'`).Scan(&n)
+	return n, err
 }

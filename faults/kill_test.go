@@ -90,14 +90,18 @@ func TestSIGKILLMidCall(t *testing.T) {
 				break
 			}
 		}
-		in := c.instances[rand.IntN(len(c.instances))]
-		if !in.kill() {
-			// Still restarting from an earlier kill: take another one.
-			for _, other := range c.instances {
-				if other.kill() {
-					in = other
+		// A random instance that is up; one still restarting from an
+		// earlier kill cannot be killed again.
+		var in *instance
+		for in == nil {
+			for _, i := range rand.Perm(len(c.instances)) {
+				if c.instances[i].kill() {
+					in = c.instances[i]
 					break
 				}
+			}
+			if in == nil {
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 		kills.Add(1)
@@ -105,9 +109,6 @@ func TestSIGKILLMidCall(t *testing.T) {
 			killsInFlight.Add(1)
 		}
 		restarts.Go(func() {
-			in.mu.Lock()
-			in.restarts++
-			in.mu.Unlock()
 			if err := c.start(in); err != nil {
 				mu.Lock()
 				restartErrs = append(restartErrs, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,7 @@ func printReport(w *os.File, total time.Duration) {
 	if len(report.rows) == 0 {
 		return
 	}
+	slices.SortFunc(report.rows, func(a, b row) int { return strings.Compare(a.scenario, b.scenario) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nTollgate fault suite (%s)\n", total.Round(time.Second))
 	fmt.Fprintf(&b, "%-34s %6s %15s %21s %21s %8s  %s\n", "scenario", "tasks", "provider calls", "duplicates prevented", "invariant violations", "time", "notes")

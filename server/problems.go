@@ -91,6 +91,7 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	var ve *tasks.ValidationError
 	var he *echo.HTTPError
 	var pgErr *pgconn.PgError
+	var connErr *pgconn.ConnectError
 	if status, code, detail, fields, ok := routeProblem(err); ok {
 		return status, code, detail, fields
 	}
@@ -134,7 +135,8 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 		case http.StatusUnsupportedMediaType:
 			return he.Code, "unsupported_media_type", "The request body must be application/json.", nil
 		}
-	case errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err), errors.As(err, &pgErr) && pgErr.Code == "57P01":
+	case errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err), errors.As(err, &connErr),
+		errors.As(err, &pgErr) && (pgErr.Code == "57P01" || pgErr.Code == "57P03"):
 		return http.StatusServiceUnavailable, "unavailable", "The service is briefly unavailable; retry shortly.", nil
 	}
 	return http.StatusInternalServerError, "internal", "Something went wrong on our side; quote the trace_id to support.", nil

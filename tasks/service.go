@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 // Config is what the task service needs. Zero durations and counts take the
@@ -179,6 +180,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPoll,
 		RescueStuckJobsAfter: cfg.RescueAfter,
+		JobTimeout:           cfg.jobTimeout(),
 		Logger:               cfg.Logger,
 		MaxAttempts:          cfg.MaxAttempts + riverAttemptMargin,
 		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.PurgeEvery),
@@ -353,7 +355,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		if sub.Inline {
 			opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
 		}
-		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID}, opts)
+		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts)
 		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
