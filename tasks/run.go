@@ -7,9 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 // run is one execution of a task: by its River job (the normal path), or
@@ -62,13 +65,17 @@ type Stream struct {
 // disconnects does not cut the upstream call, which completes and is
 // settled; the replay record notes how many chunks reached the client and
 // when it left. It returns the task as it ended.
-func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st Stream) (Task, error) {
+func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st Stream) (_ Task, err error) {
+	ctx, span := tracing.Tracer().Start(ctx, "task",
+		trace.WithAttributes(attribute.String("tollgate.task.id", c.Task.ID), attribute.Bool("tollgate.task.inline", true)))
+	defer func() { endTaskSpan(span, err) }()
 	r := s.inlineRun(c.Task.ID, traceID, c.jobID)
 	begun, _, err := s.beginAttempt(ctx, r)
 	if err != nil {
 		return Task{}, err
 	}
 	if begun != nil {
+		span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
 		info := &replay.StreamInfo{}
 		delivering := true
 		deliver := func(d string) {
@@ -89,6 +96,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		client := s.cfg.Clients[begun.model.Provider]
 		var resp *provider.Response
 		var callErr error
+		callCtx, call := begun.startCall(callCtx)
 		if sc, ok := client.(provider.Streamer); ok {
 			resp, callErr = sc.Stream(callCtx, req, deliver)
 		} else {
@@ -97,6 +105,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 				deliver(resp.Content)
 			}
 		}
+		endCall(call, resp, callErr)
 		cancel()
 		begun.stream = info
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -11,6 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
@@ -18,12 +22,17 @@ import (
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 // TaskArgs is the River job that runs one task.
 type TaskArgs struct {
 	TaskID  string `json:"task_id"`
 	TraceID string `json:"trace_id,omitempty"`
+	// TraceParent is the W3C traceparent of the span that enqueued the job
+	// (the request's, or the task's for a fallback), so the job's spans
+	// join the request's trace on whichever instance runs it.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Kind names the job kind in river_job.
@@ -55,8 +64,12 @@ func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
 // Work runs one attempt of the task. See the package doc for the three
 // transactions; errors returned here make River retry the job later, and a
 // snooze (river.JobSnooze) makes it wait without using an attempt.
-func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
+func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error) {
 	s := w.svc
+	ctx, span := tracing.Tracer().Start(tracing.Extract(ctx, job.Args.TraceParent), "task",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("tollgate.task.id", job.Args.TaskID), attribute.Int("tollgate.job.attempt", job.Attempt)))
+	defer func() { endTaskSpan(span, err) }()
 	r := riverRun(job)
 	begun, wait, err := s.beginAttempt(ctx, r)
 	if err != nil {
@@ -65,9 +78,11 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 	if begun == nil {
 		return wait // nothing to call now: finished (nil), or waiting (a snooze)
 	}
+	span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
 
 	started := s.cfg.Now()
 	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(begun.task))
+	callCtx, call := begun.startCall(callCtx)
 	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, provider.Request{
 		Model:          begun.model.ProviderModel,
 		Messages:       begun.raw.Messages,
@@ -75,6 +90,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) error {
 		IdempotencyKey: begun.providerKey(),
 		JSONMode:       begun.raw.JSONMode,
 	})
+	endCall(call, resp, callErr)
 	cancel()
 	latency := s.cfg.Now().Sub(started)
 
@@ -98,6 +114,63 @@ type begunAttempt struct {
 
 // providerKey is the Idempotency-Key the provider sees for this attempt.
 func (b *begunAttempt) providerKey() string { return fmt.Sprintf("%s:%d", b.task.ID, b.attempt) }
+
+// startCall starts the span of this attempt's provider call. It names the
+// provider key, its kind and the model; never the prompt, the output or the
+// key's secret.
+func (b *begunAttempt) startCall(ctx context.Context) (context.Context, trace.Span) {
+	return tracing.Tracer().Start(ctx, "provider.call", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("tollgate.task.id", b.task.ID), attribute.Int("tollgate.task.attempt", b.attempt),
+			attribute.String("tollgate.provider.key", b.prov.Key), attribute.String("tollgate.provider.kind", b.prov.Kind),
+			attribute.String("tollgate.model", b.model.Name), semconv.GenAIRequestModel(b.model.ProviderModel),
+			attribute.Bool("tollgate.probe", b.probe)))
+}
+
+// endCall ends a provider call's span with its outcome: the class
+// ("success" or the error's class, as recordOutcome classifies it), the
+// provider's HTTP status and code, and the reported usage. Never the error's
+// text, which may quote the provider's answer.
+func endCall(span trace.Span, resp *provider.Response, callErr error) {
+	class, status := "success", 0
+	if resp != nil {
+		status = resp.Status
+		if resp.Usage != nil {
+			span.SetAttributes(semconv.GenAIUsageInputTokens(int(resp.Usage.InputTokens)), semconv.GenAIUsageOutputTokens(int(resp.Usage.OutputTokens)))
+		}
+	}
+	if callErr != nil {
+		class = string(provider.ClassAmbiguous)
+		var pe *provider.Error
+		if errors.As(callErr, &pe) {
+			class, status = string(pe.Class), pe.Status
+			span.SetAttributes(attribute.String("tollgate.provider.code", pe.Code))
+		}
+		span.SetStatus(codes.Error, "")
+		span.SetAttributes(semconv.ErrorTypeKey.String(class))
+	}
+	span.SetAttributes(attribute.String("tollgate.outcome.class", class))
+	if status != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	span.End()
+}
+
+// endTaskSpan ends a task run's span. An error that makes River retry the
+// job marks it failed, by type only; a snooze is waiting, not failing.
+func endTaskSpan(span trace.Span, err error) {
+	var snooze *river.JobSnoozeError
+	if err != nil && !errors.As(err, &snooze) {
+		span.SetStatus(codes.Error, "")
+		var pe *provider.Error
+		if errors.As(err, &pe) {
+			span.SetAttributes(semconv.ErrorTypeKey.String(string(pe.Class)))
+		} else {
+			span.SetAttributes(semconv.ErrorType(err))
+		}
+	}
+	span.End()
+}
 
 // journalCounts summarises a task's attempts. Throttled and exhausted
 // attempts do not count against the attempt limit: the request was not at
@@ -689,7 +762,7 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, curre
 		if _, err := tx.Exec(ctx, `UPDATE tasks SET model = $2, status = 'queued', error = NULL, updated_at = now() WHERE id = $1`, t.ID, next.Name); err != nil {
 			return false, err
 		}
-		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: r.traceID}, &river.InsertOpts{Queue: queueFor(next.Provider)}); err != nil {
+		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: r.traceID, TraceParent: tracing.TraceParent(ctx)}, &river.InsertOpts{Queue: queueFor(next.Provider)}); err != nil {
 			return false, err
 		}
 		if err := r.complete(ctx, tx); err != nil {

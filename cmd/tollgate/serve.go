@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 func newLogger(format string, w io.Writer) (*slog.Logger, error) {
@@ -58,6 +59,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	log.Info("tollgate starting", slog.Any("config", cfg.logValue()), slog.String("version", buildVersion()))
+	shutdownTracing, err := tracing.Setup(ctx, getenv, "tollgate", buildVersion())
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: the spans of the final requests and
+	// tasks are flushed once the server and the workers have stopped.
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(tctx); err != nil {
+			log.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
+		}
+	}()
+	log.Info("tracing", slog.Bool("otlp_export", tracing.Endpoint(getenv) != ""))
 
 	pool, err := openDatabase(ctx, cfg.DatabaseURL, cfg.Migrate)
 	if err != nil {
