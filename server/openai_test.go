@@ -240,3 +240,44 @@ func TestCutUpstreamStreamKeepsThePartialOutput(t *testing.T) {
 	}
 	e.checkInvariants()
 }
+
+// Streaming relays the provider's own stream for Anthropic models too,
+// and a cut Anthropic stream keeps its partial output.
+func TestStreamingThroughTheAnthropicAdapter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, _ := sdk(e, key)
+	params := chatParams("stream me from claude")
+	params.Model = "backup-model"
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := client.Chat.Completions.NewStreaming(context.Background(), params)
+	var acc openai.ChatCompletionAccumulator
+	chunks := 0
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		chunks++
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content == "" || acc.Usage.TotalTokens == 0 || chunks < 4 {
+		t.Fatalf("streamed %d chunks: %+v", chunks, acc.ChatCompletion)
+	}
+	if calls := e.fake.Calls(); len(calls) != 1 || calls[0].Model != "claude-test" {
+		t.Errorf("provider calls = %+v, want one to claude-test", calls)
+	}
+
+	e.fake.Script(fake.Scripted{StreamCutAfter: 1})
+	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("cut me")}
+	stream = client.Chat.Completions.NewStreaming(context.Background(), params)
+	for stream.Next() {
+	}
+	if stream.Err() == nil {
+		t.Error("no error for a cut Anthropic stream")
+	}
+	if n := e.scalar(`SELECT count(*) FROM replay_records WHERE state = 'ambiguous' AND response->>'content' <> ''`); n != 1 {
+		t.Errorf("partial output records = %d, want 1", n)
+	}
+	e.checkInvariants()
+}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 type messagesRequest struct {
 	Model     string `json:"model"`
 	MaxTokens int    `json:"max_tokens"`
+	Stream    bool   `json:"stream"`
 	System    blocks `json:"system"`
 	Messages  []struct {
 		Role    string `json:"role"`
@@ -53,10 +56,19 @@ func (b *blocks) UnmarshalJSON(data []byte) error {
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	var req messagesRequest
 	err := readRequest(w, r, &req)
-	if s.take(w, r, req.Model) {
+	next, scripted := s.record(Call{ReceivedAt: s.now(), Model: req.Model, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	switch {
+	case scripted && req.Stream && (next.StreamCutAfter > 0 || next.ChunkDelayMS > 0):
+		s.streamMessage(w, r, req, next)
+		return
+	case scripted:
+		s.serveScripted(w, r, next)
 		return
 	}
 	switch {
+	case err == nil && req.Stream && req.MaxTokens > 0:
+		s.streamMessage(w, r, req, Scripted{})
+		return
 	case err != nil:
 		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", "fake: "+err.Error())
 		return
@@ -123,4 +135,46 @@ func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
 		Type  string `json:"type"`
 		Error detail `json:"error"`
 	}{"error", detail{typ, msg}})
+}
+
+// streamMessage sends the deterministic answer as Messages API events:
+// message_start (input usage), text deltas a word at a time, message_delta
+// (stop reason, output usage), message_stop. A script entry may slow the
+// deltas (ChunkDelayMS) or cut the connection after some (StreamCutAfter).
+func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, req messagesRequest, sc Scripted) {
+	m := s.message(req)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(event string, v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	start := map[string]any{"id": m.ID, "type": "message", "role": "assistant", "model": m.Model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": m.Usage.InputTokens, "output_tokens": 1}}
+	send("message_start", map[string]any{"type": "message_start", "message": start})
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+	for i, word := range strings.SplitAfter(m.Content[0].Text, " ") {
+		if sc.StreamCutAfter > 0 && i == sc.StreamCutAfter {
+			panic(http.ErrAbortHandler)
+		}
+		if sc.ChunkDelayMS > 0 {
+			select {
+			case <-time.After(time.Duration(sc.ChunkDelayMS) * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			case <-s.closed:
+				panic(http.ErrAbortHandler)
+			}
+		}
+		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": word}})
+	}
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": nil},
+		"usage": map[string]int{"output_tokens": m.Usage.OutputTokens}})
+	send("message_stop", map[string]string{"type": "message_stop"})
 }
