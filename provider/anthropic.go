@@ -53,27 +53,11 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error
 	if req.MaxTokens <= 0 {
 		return nil, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
 	}
-	body := messagesRequest{Model: req.Model, MaxTokens: req.MaxTokens, Messages: []Message{}}
-	var system []string
-	for _, m := range req.Messages {
-		if m.Role == "system" {
-			system = append(system, m.Content)
-			continue
-		}
-		body.Messages = append(body.Messages, m)
-	}
-	body.System = strings.Join(system, "\n\n")
-
-	h := http.Header{}
-	if c.apiKey != "" {
-		h.Set("x-api-key", c.apiKey)
-	}
-	h.Set("anthropic-version", AnthropicVersion)
 	return call{
 		hc:       c.hc,
 		url:      c.endpoint,
-		header:   h,
-		payload:  body,
+		header:   c.headers(),
+		payload:  messagesBody(req),
 		key:      req.IdempotencyKey,
 		classify: ClassifyAnthropic,
 		parse:    parseMessage,
@@ -172,4 +156,29 @@ func classifyAnthropic(status int, header http.Header, body []byte, now func() t
 // type it refines (a spend limit arrives as rate_limit_error).
 func anthropicCodes(f errorFields) (Class, string, bool) {
 	return preciseCode(f.detail)
+}
+
+// messagesBody is the Messages API request: system messages joined (blank
+// line between) into the top-level system field, the others in order.
+func messagesBody(req Request) messagesRequest {
+	body := messagesRequest{Model: req.Model, MaxTokens: req.MaxTokens, Messages: []Message{}}
+	var system []string
+	for _, m := range req.Messages {
+		if m.Role == "system" {
+			system = append(system, m.Content)
+			continue
+		}
+		body.Messages = append(body.Messages, m)
+	}
+	body.System = strings.Join(system, "\n\n")
+	return body
+}
+
+func (c *Anthropic) headers() http.Header {
+	h := http.Header{}
+	if c.apiKey != "" {
+		h.Set("x-api-key", c.apiKey)
+	}
+	h.Set("anthropic-version", AnthropicVersion)
+	return h
 }

@@ -40,21 +40,8 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 	if req.MaxTokens <= 0 {
 		return nil, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
 	}
-	body := anthropicStreamRequest{messagesRequest: messagesRequest{Model: req.Model, MaxTokens: req.MaxTokens, Messages: []Message{}}, Stream: true}
-	var system []string
-	for _, m := range req.Messages {
-		if m.Role == "system" {
-			system = append(system, m.Content)
-			continue
-		}
-		body.Messages = append(body.Messages, m)
-	}
-	body.System = strings.Join(system, "\n\n")
-	h := http.Header{}
-	if c.apiKey != "" {
-		h.Set("x-api-key", c.apiKey)
-	}
-	h.Set("anthropic-version", AnthropicVersion)
+	body := anthropicStreamRequest{messagesRequest: messagesBody(req), Stream: true}
+	h := c.headers()
 
 	out := &Response{}
 	var text strings.Builder
