@@ -69,24 +69,20 @@ func (t taskView) final() bool {
 
 // outcome is what happened to one task.
 type outcome struct {
+	due       time.Time     // when the arrival was due
 	sent      bool          // an arrival was due and a request went out
 	admitted  bool          // POST answered 200 or 202
 	admission time.Duration // scheduled arrival → POST answered
 	ok        bool          // finished as succeeded
 	e2e       time.Duration // scheduled arrival → finish observed by polling
-	// e2eServer is scheduled arrival → the task's finished_at, read from
-	// the server's clock (same machine): no polling granularity in it.
-	e2eServer time.Duration
-	observed  time.Time // when polling saw the finish
-	polls     int
-	err       string // error category, "" when ok
-}
-
-// loadResult is one step's raw outcomes.
-type loadResult struct {
-	start    time.Time
-	end      time.Time // last arrival scheduled
-	outcomes []outcome
+	// finishedAt is the task's finished_at, by the server's clock (the
+	// same machine's), and e2eServer is scheduled arrival → finishedAt: no
+	// polling granularity in either.
+	finishedAt time.Time
+	e2eServer  time.Duration
+	observed   time.Time // when polling saw the finish
+	polls      int
+	err        string // error category, "" when ok
 }
 
 // run makes arrivals at rate per second for d, each a new task with a
@@ -95,18 +91,19 @@ type loadResult struct {
 // latencies are measured from that due time, so a stalled server (or a
 // stalled load generator) shows up in the numbers instead of quietly
 // thinning the load.
-func (c *loadClient) run(ctx context.Context, rate float64, d, model time.Duration, keyPrefix string) loadResult {
+func (c *loadClient) run(ctx context.Context, rate float64, d, model time.Duration, keyPrefix string) []outcome {
 	n := int(rate * d.Seconds())
 	interval := time.Duration(float64(time.Second) / rate)
-	res := loadResult{start: time.Now(), outcomes: make([]outcome, n)}
+	outcomes := make([]outcome, n)
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
-		due := res.start.Add(time.Duration(i) * interval)
+		due := start.Add(time.Duration(i) * interval)
 		if err := sleepUntil(ctx, due); err != nil {
 			break
 		}
 		if c.inFlight.Load() >= c.maxInFlight {
-			res.outcomes[i] = outcome{sent: true, err: "client: too many tasks in flight"}
+			outcomes[i] = outcome{due: due, sent: true, err: "client: too many tasks in flight"}
 			continue
 		}
 		c.inFlight.Add(1)
@@ -114,12 +111,15 @@ func (c *loadClient) run(ctx context.Context, rate float64, d, model time.Durati
 		go func() {
 			defer wg.Done()
 			defer c.inFlight.Add(-1)
-			res.outcomes[i] = c.task(ctx, due, keyPrefix+strconv.Itoa(i), model)
+			outcomes[i] = c.task(ctx, due, keyPrefix+strconv.Itoa(i), model)
 		}()
-		res.end = due
 	}
 	wg.Wait()
-	return res
+	// Each connection this step opened is a goroutine in the server while
+	// it idles; close them, so the goroutines left after a step are the
+	// server's own.
+	c.http.CloseIdleConnections()
+	return outcomes
 }
 
 // task submits one task due at due and polls it to its end. The first poll
@@ -127,7 +127,7 @@ func (c *loadClient) run(ctx context.Context, rate float64, d, model time.Durati
 // polls every pollInterval, so the end-to-end latency it sees is late by
 // at most one interval plus one GET.
 func (c *loadClient) task(ctx context.Context, due time.Time, key string, model time.Duration) outcome {
-	o := outcome{sent: true}
+	o := outcome{due: due, sent: true}
 	status, body, err := c.do(ctx, http.MethodPost, "/v1/tasks", key)
 	o.admission = time.Since(due)
 	if err != nil {
@@ -174,7 +174,8 @@ func (c *loadClient) task(ctx context.Context, due time.Time, key string, model 
 	o.observed = time.Now()
 	o.e2e = o.observed.Sub(due)
 	if t.FinishedAt != nil {
-		o.e2eServer = t.FinishedAt.Sub(due)
+		o.finishedAt = *t.FinishedAt
+		o.e2eServer = o.finishedAt.Sub(due)
 	}
 	if t.Status != "succeeded" {
 		o.err = "task " + t.Status

@@ -57,18 +57,28 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(rank, 1), n)-1]
 }
 
-// Throughput is how many events per second n completions spread between the
-// first and the last of them represent: (n-1)/(last-first), since n events
-// bound n-1 intervals. Under a steady load it equals the arrival rate,
+// Throughput is the steady rate, per second, of events that happened at
+// the given instants (in any order): the middle 98% of them, that is the
+// count between the 1st and the 99th percentile instants over the time
+// between those two. Under a steady load it equals the arrival rate,
 // however long each event took; once a server falls behind, completions
-// spread out and it reports what the server actually sustained. It returns
-// 0 when fewer than two events or no time separate them.
-func Throughput(n int, first, last time.Time) float64 {
-	span := last.Sub(first).Seconds()
-	if n < 2 || span <= 0 {
+// spread out and it reports what the server actually sustained. Trimming
+// keeps a lone straggler (a job that waited for the queue's next poll) from
+// stretching the span: stragglers show in the latency tail instead. It
+// returns 0 when fewer than two events or no time separate them.
+func Throughput(instants []time.Time) float64 {
+	n := len(instants)
+	if n < 2 {
 		return 0
 	}
-	return float64(n-1) / span
+	sorted := slices.Clone(instants)
+	slices.SortFunc(sorted, time.Time.Compare)
+	lo, hi := n/100, n-1-n/100
+	span := sorted[hi].Sub(sorted[lo]).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(hi-lo) / span
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

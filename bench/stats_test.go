@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,27 +89,41 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// every returns n instants from t0, one every d.
+func every(t0 time.Time, n int, d time.Duration) []time.Time {
+	out := make([]time.Time, n)
+	for i := range out {
+		out[i] = t0.Add(time.Duration(i) * d)
+	}
+	return out
+}
+
 func TestThroughput(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	steady := every(t0, 1001, 10*time.Millisecond) // 100/s for 10 s
+	straggler := append(every(t0, 1000, 10*time.Millisecond), t0.Add(time.Minute))
+	reversed := slices.Clone(steady)
+	slices.Reverse(reversed)
 	tests := []struct {
-		name  string
-		n     int
-		first time.Time
-		last  time.Time
-		want  float64
+		name     string
+		instants []time.Time
+		want     float64
 	}{
-		{"no events", 0, t0, t0, 0},
-		{"one event", 1, t0, t0.Add(time.Second), 0},
-		{"no time between", 5, t0, t0, 0},
-		{"steady 100/s", 1001, t0, t0.Add(10 * time.Second), 100},
-		{"two events half a second apart", 2, t0, t0.Add(500 * time.Millisecond), 2},
+		{"no events", nil, 0},
+		{"one event", every(t0, 1, time.Second), 0},
+		{"no time between", []time.Time{t0, t0, t0}, 0},
+		{"two events half a second apart", every(t0, 2, 500*time.Millisecond), 2},
+		{"steady 100/s", steady, 100},
+		{"order does not matter", reversed, 100},
+		{"a lone straggler is trimmed", straggler, 100},
+		{"falling behind: 100 events over 2 s", every(t0, 101, 20*time.Millisecond), 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := Throughput(tt.n, tt.first, tt.last); got != tt.want {
-				t.Errorf("Throughput(%d, %v, %v) = %v, want %v", tt.n, tt.first, tt.last, got, tt.want)
+			if got := Throughput(tt.instants); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("Throughput(%d instants) = %v, want %v", len(tt.instants), got, tt.want)
 			}
 		})
 	}

@@ -1,0 +1,349 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Report is a whole run, as written to bench/results/*.json.
+type Report struct {
+	StartedAt  time.Time   `json:"started_at"`
+	FinishedAt time.Time   `json:"finished_at"`
+	Machine    Machine     `json:"machine"`
+	Config     ConfigView  `json:"config"`
+	Notes      []string    `json:"notes"`
+	Ceiling    *Ceiling    `json:"ceiling,omitempty"`
+	Steps      []Step      `json:"steps"`
+	Summary    []Sustained `json:"summary"`
+}
+
+// Step is one rate at one model latency.
+type Step struct {
+	ProviderLatencyMS float64 `json:"provider_latency_ms"`
+	Rate              float64 `json:"rate"`
+	DurationS         float64 `json:"duration_s"`
+	Sent              int     `json:"sent"`
+	Admitted          int     `json:"admitted"`
+	Succeeded         int     `json:"succeeded"`
+	// Admission is arrival → POST answered 200/202.
+	Admission Summary `json:"admission"`
+	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
+	// task's finished_at.
+	E2E        Summary `json:"e2e"`
+	E2EServer  Summary `json:"e2e_server_clock"`
+	AddedP50MS float64 `json:"added_p50_ms"` // E2EServer p50 minus the model latency
+	// TasksPerS is the rate at which tasks finished (see Throughput).
+	TasksPerS    float64        `json:"tasks_per_s"`
+	CeilingRatio float64        `json:"ceiling_ratio,omitempty"`
+	ErrorCount   int            `json:"error_count"`
+	Errors       map[string]int `json:"errors"`
+	PollsPerTask float64        `json:"polls_per_task"`
+	Resources    Resources      `json:"server"`
+	// CPU per finished task over the step and its settle pause: the
+	// server process, and the Postgres backends serving its pool (when
+	// Postgres runs on this machine; a backend that exits mid-step is
+	// missed).
+	ServerCPUMSPerTask   float64     `json:"server_cpu_ms_per_task"`
+	PostgresCPUMSPerTask float64     `json:"postgres_cpu_ms_per_task"`
+	PG                   *PGCost     `json:"pg,omitempty"`
+	Statements           []Statement `json:"statements,omitempty"`
+	Sustained            bool        `json:"sustained"`
+	Verdict              string      `json:"verdict"`
+	Timeline             []Second    `json:"timeline"`
+}
+
+// Second is one second of a step (see timeline).
+type Second struct {
+	T              int     `json:"t"`
+	Arrivals       int     `json:"arrivals"`
+	AdmissionP99MS float64 `json:"admission_p99_ms"`
+	AdmissionMaxMS float64 `json:"admission_max_ms"`
+	Finished       int     `json:"finished"`
+	Errors         int     `json:"errors"`
+}
+
+// Sustained is the best a model latency sustained: the highest finishing
+// rate of a step that passed (see verdict).
+type Sustained struct {
+	ProviderLatencyMS float64 `json:"provider_latency_ms"`
+	TasksPerS         float64 `json:"tasks_per_s"`
+	Rate              float64 `json:"rate"`
+	AdmissionP99MS    float64 `json:"admission_p99_ms"`
+	CeilingRatio      float64 `json:"ceiling_ratio,omitempty"`
+	Note              string  `json:"note,omitempty"`
+}
+
+// ConfigView is the configuration as reported: no key.
+type ConfigView struct {
+	BaseURL           string    `json:"base_url"`
+	Rates             []float64 `json:"rates"`
+	DurationS         float64   `json:"duration_s"`
+	ProviderLatencyMS []float64 `json:"provider_latency_ms"`
+	ProxyAddr         string    `json:"proxy_addr"`
+	Upstream          string    `json:"upstream"`
+	ServerPID         int       `json:"server_pid"`
+	PollIntervalMS    float64   `json:"poll_interval_ms"`
+	TaskTimeoutS      float64   `json:"task_timeout_s"`
+	WarmupS           float64   `json:"warmup_s"`
+	SettleS           float64   `json:"settle_s"`
+	AdmissionSLOMS    float64   `json:"admission_slo_ms"`
+	PGBenchClients    []int     `json:"pgbench_clients,omitempty"`
+	PGBenchDurationS  float64   `json:"pgbench_duration_s,omitempty"`
+}
+
+func viewOf(c Config) ConfigView {
+	v := ConfigView{
+		BaseURL: c.BaseURL, Rates: c.Rates, DurationS: c.Duration.Seconds(), ProxyAddr: c.ProxyAddr,
+		Upstream: c.Upstream, ServerPID: c.ServerPID, PollIntervalMS: ms(c.PollInterval),
+		TaskTimeoutS: c.TaskTimeout.Seconds(), WarmupS: max(c.Warmup, 0).Seconds(), SettleS: c.Settle.Seconds(),
+		AdmissionSLOMS: ms(c.AdmissionSLO),
+	}
+	for _, l := range c.ProviderLatencies {
+		v.ProviderLatencyMS = append(v.ProviderLatencyMS, ms(l))
+	}
+	if c.Ceiling != nil {
+		v.PGBenchClients, v.PGBenchDurationS = c.Ceiling.Clients, c.Ceiling.Duration.Seconds()
+	}
+	return v
+}
+
+// Machine is where the run happened.
+type Machine struct {
+	Hostname   string `json:"hostname"`
+	OS         string `json:"os"`
+	Kernel     string `json:"kernel"`
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpu_model"`
+	MemTotalMB int64  `json:"mem_total_mb"`
+	Go         string `json:"go"`
+	Postgres   string `json:"postgres"`
+	// Revision is the VCS revision tollbench (and, with make bench,
+	// tollgate) was built from; "-dirty" when the tree had changes.
+	Revision string `json:"revision"`
+}
+
+// machine describes this host; conn, when not nil, names the Postgres
+// version. Anything unreadable is left empty.
+func machine(ctx context.Context, conn *pgx.Conn) Machine {
+	m := Machine{OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	m.Hostname, _ = os.Hostname()
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range info.Settings {
+			switch kv.Key {
+			case "vcs.revision":
+				m.Revision = kv.Value + m.Revision
+			case "vcs.modified":
+				if kv.Value == "true" {
+					m.Revision += "-dirty"
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		for line := range strings.Lines(string(b)) {
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				m.MemTotalMB = kb / 1024
+				break
+			}
+		}
+	}
+	if conn != nil {
+		_ = conn.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&m.Postgres)
+	}
+	return m
+}
+
+// summarize finds, per model latency, the best step that sustained its
+// rate.
+func summarize(r *Report) []Sustained {
+	var out []Sustained
+	for _, lat := range r.Config.ProviderLatencyMS {
+		s := Sustained{ProviderLatencyMS: lat}
+		passed, total := 0, 0
+		for _, st := range r.Steps {
+			if st.ProviderLatencyMS != lat {
+				continue
+			}
+			total++
+			if !st.Sustained {
+				continue
+			}
+			passed++
+			if st.TasksPerS > s.TasksPerS {
+				s.TasksPerS, s.Rate, s.AdmissionP99MS, s.CeilingRatio = st.TasksPerS, st.Rate, st.Admission.P99, st.CeilingRatio
+			}
+		}
+		switch {
+		case passed == 0:
+			s.Note = "no rate was sustained: lower the rates"
+		case passed == total:
+			s.Note = "every rate was sustained: the limit is higher, add rates to find it"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// WriteJSON writes the report to path, creating its directory.
+func (r *Report) WriteJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench: encode report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// printer writes the human-readable report as results arrive.
+type printer struct{ w io.Writer }
+
+func (p *printer) line(format string, args ...any) { fmt.Fprintf(p.w, format+"\n", args...) }
+
+func (p *printer) header(r *Report) {
+	m := r.Machine
+	p.line("tollbench: %s, %d CPUs (%s), %d MB, Linux %s, %s, PostgreSQL %s, revision %s", m.Hostname, m.CPUs, m.CPUModel,
+		m.MemTotalMB, m.Kernel, m.Go, m.Postgres, m.Revision)
+	c := r.Config
+	p.line("target %s; rates %v/s for %gs each; model latency %v ms; poll every %g ms; admission SLO %g ms\n",
+		c.BaseURL, c.Rates, c.DurationS, c.ProviderLatencyMS, c.PollIntervalMS, c.AdmissionSLOMS)
+}
+
+func (p *printer) ceilingRun(r CeilingRun) {
+	p.line("  pgbench -c %-3d %8.1f tasks/s  latency %6.2f ms  failed %d  commits/task %.2f  wxact/task %.2f  WAL %s/task (FPI %s)  host load %.1f",
+		r.Clients, r.TPS, r.LatencyMS, r.Failed, r.Cost.CommitsPerTask, r.Cost.WriteXactsPerTask,
+		bytesIEC(r.Cost.WALBytesPerTask), bytesIEC(r.Cost.WALFPIPerTask), r.HostLoad)
+}
+
+const stepColumns = "%6s %6s | %7s %7s %7s | %7s %7s %7s | %8s %6s | %5s | %11s %9s %11s | %8s %7s %8s %8s %7s | %4s\n"
+
+func (p *printer) stepHeader(lat time.Duration) {
+	p.line("\nmodel latency %s", lat)
+	fmt.Fprintf(p.w, stepColumns, "rate", "sent", "adm p50", "p95", "p99", "e2e p50", "p99", "added",
+		"tasks/s", "×ceil", "errs", "rss MB pk/end", "gor pk/end", "cpu ms/t", "commit/t", "wxact/t", "WAL/t", "FPI/t", "polls/t", "load")
+}
+
+func (p *printer) step(s Step) {
+	ratio, commits, wxacts, wal, fpi := "-", "-", "-", "-", "-"
+	if s.CeilingRatio > 0 {
+		ratio = fmt.Sprintf("%.3f", s.CeilingRatio)
+	}
+	if s.PG != nil {
+		commits = fmt.Sprintf("%.2f", s.PG.CommitsPerTask)
+		wxacts = fmt.Sprintf("%.2f", s.PG.WriteXactsPerTask)
+		wal = bytesIEC(s.PG.WALBytesPerTask)
+		if s.PG.WALAttributed {
+			fpi = bytesIEC(s.PG.WALFPIPerTask)
+		}
+	}
+	fmt.Fprintf(p.w, stepColumns,
+		fmt.Sprintf("%g", s.Rate), fmt.Sprint(s.Sent),
+		msf(s.Admission.P50), msf(s.Admission.P95), msf(s.Admission.P99),
+		msf(s.E2E.P50), msf(s.E2E.P99), msf(s.AddedP50MS),
+		fmt.Sprintf("%.1f", s.TasksPerS), ratio, fmt.Sprint(s.ErrorCount),
+		fmt.Sprintf("%.0f/%.0f", s.Resources.RSSPeakMB, s.Resources.RSSEndMB),
+		fmt.Sprintf("%d/%d", s.Resources.GoroutinesPeak, s.Resources.GoroutinesEnd),
+		fmt.Sprintf("%.2f/%.2f", s.ServerCPUMSPerTask, s.PostgresCPUMSPerTask),
+		commits, wxacts, wal, fpi, fmt.Sprintf("%.1f", s.PollsPerTask), fmt.Sprintf("%.1f", s.Resources.HostLoad))
+	if !s.Sustained {
+		p.line("       not sustained: %s", s.Verdict)
+	}
+	keys := make([]string, 0, len(s.Errors))
+	for k := range s.Errors {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p.line("       %6d × %s", s.Errors[k], k)
+	}
+	if s.PG != nil && s.PG.OtherDBCommits > 0 && !s.PG.WALAttributed {
+		p.line("       (other databases committed %d transactions meanwhile; WAL/t and wxact/t include their writes)", s.PG.OtherDBCommits)
+	}
+	if len(s.Statements) > 0 {
+		p.line("       statements by time (pg_stat_statements):")
+	}
+	for _, st := range s.Statements {
+		p.line("       %8.2f calls/task %9.1f ms %7.3f ms/call  %s", st.CallsPerTask, st.TotalMS, st.MeanMS, st.Query)
+	}
+}
+
+func (p *printer) summary(r *Report) {
+	p.line("\nsummary")
+	if c := r.Ceiling; c != nil {
+		var wal, fpi float64
+		for _, run := range c.Runs {
+			if run.Clients == c.BestClients {
+				wal, fpi = run.Cost.WALBytesPerTask, run.Cost.WALFPIPerTask
+			}
+		}
+		p.line("  ceiling (pgbench, %s): %.1f tasks/s at %d clients, %s WAL/task (FPI %s)",
+			c.Script, c.BestTPS, c.BestClients, bytesIEC(wal), bytesIEC(fpi))
+	}
+	for _, s := range r.Summary {
+		lat := time.Duration(s.ProviderLatencyMS * float64(time.Millisecond))
+		if s.TasksPerS == 0 {
+			p.line("  model %s: %s", lat, s.Note)
+			continue
+		}
+		ratio := ""
+		if s.CeilingRatio > 0 {
+			ratio = fmt.Sprintf(" = %.3f of the ceiling", s.CeilingRatio)
+		}
+		note := ""
+		if s.Note != "" {
+			note = " (" + s.Note + ")"
+		}
+		p.line("  model %s: sustained %.1f tasks/s at %g/s offered, admission p99 %.1f ms%s%s",
+			lat, s.TasksPerS, s.Rate, s.AdmissionP99MS, ratio, note)
+	}
+	for _, n := range r.Notes {
+		p.line("  note: %s", n)
+	}
+}
+
+func msf(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v >= 1000 {
+		return fmt.Sprintf("%.2fs", v/1000)
+	}
+	return fmt.Sprintf("%.1fms", v)
+}
+
+func bytesIEC(b float64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0fB", b)
+}

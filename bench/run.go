@@ -1,0 +1,473 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Config is one benchmark run. Zero durations and counts take the
+// documented defaults.
+type Config struct {
+	BaseURL string // Tollgate's API root, e.g. http://127.0.0.1:18480 (required)
+	APIKey  string // a client key with a budget that will not run out (required)
+
+	Rates             []float64       // arrivals per second, one step each (required)
+	Duration          time.Duration   // arrivals per step; default 20s
+	ProviderLatencies []time.Duration // model latencies; every rate runs at each; default 0
+	// ProxyAddr is where the latency proxy listens; Tollgate's
+	// MODEL_BASE_URL must point at it (http://ProxyAddr/v1). "" runs no
+	// proxy, and then every provider latency must be 0.
+	ProxyAddr string
+	// Upstream is the fake provider's root (http://host:port). The proxy
+	// forwards to it, and its call log is emptied before each step so the
+	// fake's memory stays flat. "" for none.
+	Upstream string
+
+	ServerPID   int    // the tollgate serve process, for RSS; 0 reads its metric instead
+	DatabaseURL string // Tollgate's database, for the Postgres cost; "" skips it
+	Ceiling     *CeilingConfig
+
+	PollInterval time.Duration // between GETs of an unfinished task; default 20ms
+	TaskTimeout  time.Duration // a task not finished this long after its arrival is an error; default 60s
+	Warmup       time.Duration // unrecorded load before the first step; default 3s, negative for none
+	// Settle is the idle time after each step before Postgres's counters
+	// are read: an idle backend reports its statistics up to 10 s late
+	// (PostgreSQL 15's PGSTAT_IDLE_INTERVAL). Default 11s.
+	Settle       time.Duration
+	AdmissionSLO time.Duration // a step sustains its rate only with admission p99 under this; default 50ms
+	// Revision names the code measured (git describe); "" takes the
+	// binary's VCS stamp, when it was built with one.
+	Revision    string
+	MaxInFlight int // tasks followed at once before arrivals are dropped (and counted); default 50000
+}
+
+func (c *Config) defaults() error {
+	if c.BaseURL == "" || c.APIKey == "" {
+		return errors.New("bench: the API URL and key are required")
+	}
+	if len(c.Rates) == 0 {
+		return errors.New("bench: at least one rate is required")
+	}
+	for _, r := range c.Rates {
+		if r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return fmt.Errorf("bench: rate %v must be > 0", r)
+		}
+	}
+	if len(c.ProviderLatencies) == 0 {
+		c.ProviderLatencies = []time.Duration{0}
+	}
+	for _, l := range c.ProviderLatencies {
+		if l < 0 {
+			return fmt.Errorf("bench: provider latency %v must be >= 0", l)
+		}
+		if l > 0 && c.ProxyAddr == "" {
+			return fmt.Errorf("bench: provider latency %v needs the latency proxy (-proxy-addr)", l)
+		}
+	}
+	if c.ProxyAddr != "" && c.Upstream == "" {
+		return errors.New("bench: the latency proxy needs the fake provider's URL (-upstream)")
+	}
+	setDefault(&c.Duration, 20*time.Second)
+	setDefault(&c.PollInterval, 20*time.Millisecond)
+	setDefault(&c.TaskTimeout, time.Minute)
+	setDefault(&c.Settle, 11*time.Second)
+	setDefault(&c.AdmissionSLO, 50*time.Millisecond)
+	if c.Warmup == 0 {
+		c.Warmup = 3 * time.Second
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 50000
+	}
+	return nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Workers is the TOLLGATE_WORKERS that lets the server keep up with the
+// highest rate at the longest model latency: by Little's law a worker is
+// busy for the model's latency plus Tollgate's own time (taken as 0.5 s) per
+// task, doubled for bursts, and never below Tollgate's default of 100.
+func Workers(rates []float64, latencies []time.Duration) int {
+	var rate float64
+	for _, r := range rates {
+		rate = max(rate, r)
+	}
+	var lat time.Duration
+	for _, l := range latencies {
+		lat = max(lat, l)
+	}
+	n := int(math.Ceil(2 * rate * (lat + 500*time.Millisecond).Seconds()))
+	return min(max(n, 100), 10000)
+}
+
+// Run measures Tollgate at every provider latency and rate of cfg, and the
+// ceiling when cfg.Ceiling is set, printing each result to w as it comes.
+// It returns the report, or an error when the server never becomes healthy
+// or a measurement cannot be taken; a step with failed tasks is a result,
+// not an error.
+func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{StartedAt: time.Now().UTC(), Config: viewOf(cfg)}
+	p := &printer{w: w}
+
+	var proxy *Proxy
+	if cfg.ProxyAddr != "" {
+		var err error
+		if proxy, err = StartProxy(cfg.ProxyAddr, cfg.Upstream); err != nil {
+			return nil, err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = proxy.Close(sctx)
+		}()
+	}
+	if err := waitHealthy(ctx, cfg.BaseURL+"/healthz", time.Minute); err != nil {
+		return nil, err
+	}
+
+	rep.Notes = append(rep.Notes,
+		"latencies are measured from each arrival's due time (open loop), so queueing anywhere counts",
+		fmt.Sprintf("e2e is when polling (every %s) saw the task finished; added = arrival to the task's finished_at (the finishing transaction's start, by the server's clock) minus the model latency", cfg.PollInterval),
+		"commit/t counts every transaction in Tollgate's database, read-only ones (auth, polls) included; wxact/t counts transactions that wrote",
+		"FPI/t is the full-page-image share of WAL/t, set by when checkpoints ran rather than by the work",
+		"cpu ms/t is CPU per task of the server process / of the Postgres backends serving it, over the step and its settle pause",
+		"load is the host's 1-minute load average after the step: above the CPU count, other work competed with the benchmark",
+	)
+	var conn *pgx.Conn
+	var meter *pgMeter
+	var stmts *statements
+	if cfg.DatabaseURL != "" {
+		var err error
+		if conn, err = pgx.Connect(ctx, cfg.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("bench: Tollgate's database: %w", err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		if meter, err = newPGMeter(ctx, conn); err != nil {
+			return nil, err
+		}
+		rep.Notes = append(rep.Notes, "WAL/t and wxact/t: "+meter.source())
+		stmts = newStatements(ctx, conn)
+		if !stmts.ok {
+			rep.Notes = append(rep.Notes, "pg_stat_statements unavailable: "+stmts.why)
+		}
+	}
+	rep.Machine = machine(ctx, conn)
+	if cfg.Revision != "" {
+		rep.Machine.Revision = cfg.Revision
+	}
+	p.header(rep)
+
+	if cfg.Ceiling != nil {
+		p.line("ceiling: pgbench running %s on a scratch database, %s per client count", cfg.Ceiling.Script, cfg.Ceiling.Duration)
+		c, err := runCeiling(ctx, *cfg.Ceiling, p.ceilingRun)
+		switch {
+		case errors.Is(err, exec.ErrNotFound):
+			// Tollgate's own figures are still worth having.
+			rep.Notes = append(rep.Notes, "no ceiling: "+err.Error())
+			p.line("ceiling skipped: %v\n", err)
+		case err != nil:
+			return nil, err
+		default:
+			rep.Ceiling = &c
+			p.line("ceiling: %.1f tasks/s at %d clients\n", c.BestTPS, c.BestClients)
+		}
+	}
+
+	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.TaskTimeout, cfg.MaxInFlight)
+	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if cfg.Warmup > 0 {
+		p.line("warm-up: %s at %v/s, not recorded", cfg.Warmup, cfg.Rates[0])
+		s.setLatency(0)
+		load.run(ctx, cfg.Rates[0], cfg.Warmup, 0, s.runID+"-warmup-")
+		if err := sleepUntil(ctx, time.Now().Add(cfg.Settle)); err != nil {
+			return nil, err
+		}
+	}
+	for _, lat := range cfg.ProviderLatencies {
+		p.stepHeader(lat)
+		for _, rate := range cfg.Rates {
+			st, err := s.step(ctx, lat, rate)
+			if err != nil {
+				return rep, err
+			}
+			if rep.Ceiling != nil && rep.Ceiling.BestTPS > 0 {
+				st.CeilingRatio = st.TasksPerS / rep.Ceiling.BestTPS
+			}
+			rep.Steps = append(rep.Steps, st)
+			p.step(st)
+		}
+	}
+	rep.Summary = summarize(rep)
+	rep.FinishedAt = time.Now().UTC()
+	p.summary(rep)
+	return rep, nil
+}
+
+// stepper runs the measured steps.
+type stepper struct {
+	cfg   Config
+	load  *loadClient
+	proxy *Proxy
+	meter *pgMeter // nil without a database URL
+	stmts *statements
+	runID string
+}
+
+func (s *stepper) setLatency(d time.Duration) {
+	if s.proxy != nil {
+		s.proxy.SetDelay(d)
+	}
+}
+
+// step runs one rate at one model latency: arrivals for the configured
+// duration, every task followed to its end, then the settle pause, with
+// the server sampled and gauges read around all of it.
+func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (Step, error) {
+	s.setLatency(lat)
+	s.resetUpstream(ctx)
+	st := Step{ProviderLatencyMS: ms(lat), Rate: rate, DurationS: s.cfg.Duration.Seconds(), Errors: map[string]int{}}
+
+	before, err := s.readGauges(ctx, nil)
+	if err != nil {
+		return st, err
+	}
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan Resources, 1)
+	go func() { sampled <- newSampler(s.cfg.ServerPID, s.cfg.BaseURL+"/metrics").run(sctx) }()
+
+	prefix := fmt.Sprintf("tb-%s-%s-%v-", s.runID, lat, rate)
+	outcomes := s.load.run(ctx, rate, s.cfg.Duration, lat, prefix)
+	err = sleepUntil(ctx, time.Now().Add(s.cfg.Settle))
+	stopSampling()
+	st.Resources = <-sampled
+	if err != nil {
+		return st, err
+	}
+
+	tally(&st, outcomes, lat)
+	after, err := s.readGauges(ctx, before.pgPIDs)
+	if err != nil {
+		return st, err
+	}
+	s.account(ctx, &st, before, after)
+	st.Sustained, st.Verdict = verdict(st, s.cfg.AdmissionSLO)
+	return st, nil
+}
+
+// gauges is what a step reads before and after its load: Postgres's
+// counters and statements, and the CPU time of the server process and of
+// the Postgres backends serving its pool.
+type gauges struct {
+	pg        pgCounters
+	stmts     map[int64]statementReading
+	pgPIDs    []int
+	pgCPU     cpuReading
+	serverCPU cpuReading
+}
+
+// readGauges reads the gauges; alsoPIDs are backends read at the start,
+// read again so that their CPU counts even if the pool has grown since.
+func (s *stepper) readGauges(ctx context.Context, alsoPIDs []int) (gauges, error) {
+	var g gauges
+	if s.cfg.ServerPID > 0 {
+		g.serverCPU = readCPU([]int{s.cfg.ServerPID})
+	}
+	if s.meter == nil {
+		return g, nil
+	}
+	var err error
+	if g.pg, err = s.meter.read(ctx); err != nil {
+		return g, err
+	}
+	if s.stmts.ok {
+		if g.stmts, err = s.stmts.read(ctx); err != nil {
+			return g, err
+		}
+	}
+	if g.pgPIDs, err = s.meter.backendPIDs(ctx); err != nil {
+		return g, err
+	}
+	g.pgCPU = readCPU(append(slices.Clone(g.pgPIDs), alsoPIDs...))
+	return g, nil
+}
+
+// account fills in what the step cost: Postgres's work and CPU per
+// finished task.
+func (s *stepper) account(ctx context.Context, st *Step, before, after gauges) {
+	n := float64(max(st.Succeeded, 1))
+	if after.serverCPU != nil {
+		st.ServerCPUMSPerTask = ms(cpuUsed(before.serverCPU, after.serverCPU)) / n
+	}
+	if s.meter == nil {
+		return
+	}
+	c := s.meter.cost(ctx, before.pg, after.pg, st.Succeeded)
+	st.PG = &c
+	st.PostgresCPUMSPerTask = ms(cpuUsed(before.pgCPU, after.pgCPU)) / n
+	if s.stmts.ok {
+		st.Statements = topStatements(before.stmts, after.stmts, st.Succeeded, 12)
+	}
+}
+
+// tally turns a step's outcomes into its figures.
+func tally(st *Step, outcomes []outcome, lat time.Duration) {
+	var admission, e2e, e2eServer []time.Duration
+	var finishes []time.Time
+	polls := 0
+	for _, o := range outcomes {
+		if !o.sent {
+			continue
+		}
+		st.Sent++
+		polls += o.polls
+		if o.admitted {
+			st.Admitted++
+			admission = append(admission, o.admission)
+		}
+		if o.err != "" {
+			st.Errors[o.err]++
+			continue
+		}
+		st.Succeeded++
+		e2e = append(e2e, o.e2e)
+		if !o.finishedAt.IsZero() {
+			e2eServer = append(e2eServer, o.e2eServer)
+			finishes = append(finishes, o.finishedAt)
+		} else {
+			finishes = append(finishes, o.observed)
+		}
+	}
+	for _, n := range st.Errors {
+		st.ErrorCount += n
+	}
+	st.Admission = Summarize(admission)
+	st.E2E = Summarize(e2e)
+	st.E2EServer = Summarize(e2eServer)
+	if st.E2EServer.N > 0 {
+		st.AddedP50MS = st.E2EServer.P50 - ms(lat)
+	}
+	st.TasksPerS = Throughput(finishes)
+	if st.Admitted > 0 {
+		st.PollsPerTask = float64(polls) / float64(st.Admitted)
+	}
+	st.Timeline = timeline(outcomes)
+}
+
+// timeline buckets a step by the second: arrivals by their due time,
+// finishes by the server's finished_at. A stall shows as seconds with
+// a high admission maximum and few finishes, which a step's percentiles
+// alone cannot tell from a steady degradation.
+func timeline(outcomes []outcome) []Second {
+	var start time.Time
+	for _, o := range outcomes {
+		if o.sent && (start.IsZero() || o.due.Before(start)) {
+			start = o.due
+		}
+	}
+	var out []Second
+	bucket := func(t time.Time) *Second {
+		i := max(int(t.Sub(start)/time.Second), 0)
+		for len(out) <= i {
+			out = append(out, Second{T: len(out)})
+		}
+		return &out[i]
+	}
+	admissions := map[int][]time.Duration{}
+	for _, o := range outcomes {
+		if !o.sent {
+			continue
+		}
+		b := bucket(o.due)
+		b.Arrivals++
+		if o.err != "" {
+			b.Errors++
+		}
+		if o.admitted {
+			admissions[b.T] = append(admissions[b.T], o.admission)
+		}
+		if o.ok && !o.finishedAt.IsZero() {
+			bucket(o.finishedAt).Finished++
+		}
+	}
+	for i := range out {
+		sum := Summarize(admissions[i])
+		out[i].AdmissionP99MS, out[i].AdmissionMaxMS = sum.P99, sum.Max
+	}
+	return out
+}
+
+// verdict says whether a step sustained its rate: every task succeeded,
+// admission p99 stayed under the SLO, and tasks finished as fast as they
+// arrived (within 10%).
+func verdict(st Step, slo time.Duration) (bool, string) {
+	var why []string
+	if st.ErrorCount > 0 {
+		why = append(why, fmt.Sprintf("%d errors", st.ErrorCount))
+	}
+	if st.Admission.P99 >= ms(slo) {
+		why = append(why, fmt.Sprintf("admission p99 %.1f ms >= %s", st.Admission.P99, slo))
+	}
+	if st.TasksPerS < 0.9*st.Rate {
+		why = append(why, fmt.Sprintf("finished %.1f/s of %v/s offered", st.TasksPerS, st.Rate))
+	}
+	if len(why) == 0 {
+		return true, "sustained"
+	}
+	return false, strings.Join(why, "; ")
+}
+
+// resetUpstream empties the fake provider's call log, which otherwise grows
+// by one entry per call for the life of the process. Best effort.
+func (s *stepper) resetUpstream(ctx context.Context) {
+	if s.cfg.Upstream == "" {
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.cfg.Upstream, "/")+"/_fake/reset", nil)
+	if err != nil {
+		return
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// waitHealthy polls url until it answers 200, for at most limit.
+func waitHealthy(ctx context.Context, url string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := sleepUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+			return fmt.Errorf("bench: %s did not answer 200 within %s", url, limit)
+		}
+	}
+}
