@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -113,7 +114,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
-		FetchCooldown: 20 * time.Millisecond, RescueAfter: cfg.RescueAfter,
+		FetchCooldown: 20 * time.Millisecond, FetchPoll: 200 * time.Millisecond, RescueAfter: cfg.RescueAfter,
 	})
 	if err != nil {
 		return err
@@ -168,6 +169,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	return errors.Join(httpErr, workErr)
 }
 
+// defaultPoolConns is the pool size unless DATABASE_URL sets
+// pool_max_conns. Each instance also holds two LISTEN connections (River's
+// and the completion listener's).
+const defaultPoolConns = 20
+
 // openDatabase creates and migrates the database unless told not to, then
 // opens a pool and pings it: a pool connects lazily, and a service that
 // cannot reach its database should fail at start, not at first request.
@@ -185,7 +191,16 @@ func openDatabase(ctx context.Context, databaseURL string, migrate bool) (*pgxpo
 			return nil, err
 		}
 	}
-	pool, err := pgxpool.New(ctx, databaseURL)
+	pcfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		// pgx's default, max(4, CPUs), starves the API, River and the
+		// workers on a small machine; the measured knee is past 16.
+		pcfg.MaxConns = defaultPoolConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
