@@ -309,3 +309,25 @@ func TestUnknownModelIsRefused(t *testing.T) {
 		t.Fatalf("%d %s, want 400 invalid_request", r.status, r.body)
 	}
 }
+
+// A breaker opened by one instance stops the others: two services with
+// their own workers and providers on one database.
+func TestBreakerOpenedByOneInstanceStopsTheOthers(t *testing.T) {
+	t.Parallel()
+	a := newEnv(t, envOptions{probeEvery: time.Hour, maxSnooze: 20 * time.Millisecond})
+	key := a.owner("acme", accounts.RoleClient, 1_000_000)
+	a.fake.Script(fake.Scripted{Status: 429, Body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`})
+	a.post(key, "first", taskBody("abcdefgh", 100), nil)
+	a.waitFor("breaker open", func() bool {
+		return a.scalar(`SELECT count(*) FROM provider_keys WHERE key = 'default' AND state = 'open'`) == 1
+	})
+	b := newEnv(t, envOptions{pool: a.pool, probeEvery: time.Hour, maxSnooze: 20 * time.Millisecond})
+	r := b.post(key, "second", taskBody("abcdefgh", 100), nil)
+	b.waitFor("the second instance holds its task behind the breaker", func() bool {
+		return b.scalar(`SELECT count(*) FROM tasks WHERE id = $1 AND error->>'class' = 'exhausted'`, r.task(t).ID) == 1
+	})
+	// Whichever instance's worker picked the task up, neither called out.
+	if na, nb := a.fake.CallCount(), b.fake.CallCount(); na != 1 || nb != 0 {
+		t.Errorf("provider calls while the breaker was open: first instance %d (want 1, the one that opened it), second %d (want 0)", na, nb)
+	}
+}
