@@ -156,6 +156,9 @@ type Privacy struct {
 // ErrNotFound: no such owner.
 var ErrNotFound = errors.New("accounts: no such owner")
 
+// ErrKeyNotFound: no such key, or it is already revoked.
+var ErrKeyNotFound = errors.New("accounts: no such active key")
+
 // GetPrivacy returns the owner's policy, or ErrNotFound.
 func (s *Store) GetPrivacy(ctx context.Context, owner string) (Privacy, error) {
 	p := Privacy{OwnerID: owner}
@@ -229,14 +232,14 @@ func (s *Store) ListKeys(ctx context.Context, owner string) ([]Key, error) {
 
 // Revoke revokes a key by id. Authentication reads the database on every
 // request, so a revoked key fails at once on every instance. It returns
-// ErrNotFound for an unknown or already revoked key.
+// ErrKeyNotFound for an unknown or already revoked key.
 func (s *Store) Revoke(ctx context.Context, keyID string) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id::text = $1 AND revoked_at IS NULL`, keyID)
 	if err != nil {
 		return fmt.Errorf("accounts: revoke: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return ErrNotFound
+		return ErrKeyNotFound
 	}
 	return nil
 }

@@ -64,6 +64,7 @@ func (l *authLimiter) failed(addr string) {
 }
 
 func tooManyAuthFailures(wait time.Duration) error {
-	return &apiError{status: http.StatusTooManyRequests, code: "rate_limited",
+	secs := int(wait.Round(time.Second) / time.Second)
+	return &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: max(secs, 1),
 		detail: "Too many failed authentications from this address; wait " + wait.Round(time.Second).String() + "."}
 }

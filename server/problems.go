@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,11 +32,12 @@ type Problem struct {
 // apiError is an error the HTTP layer itself raises (bad header, bad JSON).
 // Its detail is ours and safe to show.
 type apiError struct {
-	status    int
-	code      string
-	detail    string
-	fields    []tasks.FieldError
-	tombstone *tasks.Tombstone
+	status     int
+	code       string
+	detail     string
+	fields     []tasks.FieldError
+	tombstone  *tasks.Tombstone
+	retryAfter int // seconds, for 429 and 503; 1 when unset
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
@@ -170,7 +172,12 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		}
 		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-			h.Set("Retry-After", "1")
+			wait := 1
+			var ae *apiError
+			if errors.As(err, &ae) && ae.retryAfter > 0 {
+				wait = ae.retryAfter
+			}
+			h.Set("Retry-After", strconv.Itoa(wait))
 		}
 		h.Set(echo.HeaderContentType, "application/problem+json")
 		p.Type, p.Title, p.TraceID = "https://tollgate.dev/problems/"+code, titles[code], trace

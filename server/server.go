@@ -71,6 +71,9 @@ func New(d Deps) *echo.Echo {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// Client addresses come from the connection, never from headers a
+	// client can forge (X-Forwarded-For): the auth-failure limit keys on it.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = errorHandler(d.Logger)
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()

@@ -31,9 +31,11 @@ func main() {
 }
 
 const usage = `usage:
-  tollgate serve [--log-format json|text]
+  tollgate serve [--log-format json|text] [--role api|worker|all]
   tollgate migrate up|down [N]|version
   tollgate keys create --owner OWNER --role client|support|finance|admin [--workload W]
+  tollgate keys list [--owner OWNER]
+  tollgate keys revoke --id KEY_ID
   tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W]
   tollgate budget verify
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body

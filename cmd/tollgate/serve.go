@@ -44,7 +44,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	logFormat := fs.String("log-format", "json", "log format: json or text")
-	role := fs.String("role", "all", "api (HTTP only), worker (runs tasks; HTTP for health and metrics) or all")
+	role := fs.String("role", "all", "api (serves the API, runs no tasks), worker (runs tasks; still serves the API, health and metrics) or all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
