@@ -123,7 +123,7 @@ type envOptions struct {
 // env is one Tollgate server on its own database, with the fake provider
 // behind it and every response checked against openapi.yaml.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	dbURL    string
 	clock    *testClock
 	pool     *pgxpool.Pool
@@ -136,7 +136,7 @@ type env struct {
 	routes   *routes.Service
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	specOnce.Do(func() { spec, specErr = contract.Load("../openapi.yaml") })
 	if specErr != nil {
@@ -250,7 +250,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T) map[string]any {
+func (r response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -259,7 +259,7 @@ func (r response) json(t *testing.T) map[string]any {
 	return m
 }
 
-func (r response) task(t *testing.T) tasks.Task {
+func (r response) task(t testing.TB) tasks.Task {
 	t.Helper()
 	var task tasks.Task
 	if err := json.Unmarshal(r.body, &task); err != nil {
@@ -270,7 +270,7 @@ func (r response) task(t *testing.T) tasks.Task {
 
 // problemCode returns the code of a problem+json body, failing the test if
 // the body is not one.
-func (r response) problemCode(t *testing.T) string {
+func (r response) problemCode(t testing.TB) string {
 	t.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("content type %q, want application/problem+json (status %d, body %s)", ct, r.status, r.body)
@@ -453,7 +453,7 @@ func fakeDelay(ms int) fake.Scripted {
 		`"usage":{"prompt_tokens":6,"completion_tokens":3,"total_tokens":9}}`}
 }
 
-func testSealer(t *testing.T) *tasks.Sealer {
+func testSealer(t testing.TB) *tasks.Sealer {
 	t.Helper()
 	s, err := tasks.NewSealer(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
