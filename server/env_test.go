@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/tollgate/tollgate/internal/logbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -463,19 +464,4 @@ func testSealer(t testing.TB) *tasks.Sealer {
 }
 
 // syncBuffer collects logs written by concurrent goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logbuf.Buffer

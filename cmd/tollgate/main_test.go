@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate/tollgate/internal/logbuf"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,24 +26,8 @@ func envFunc(env map[string]string) func(string) string {
 	return func(k string) string { return env[k] }
 }
 
-// syncBuffer is a bytes.Buffer that the server's logger may write to while
-// the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects logs written by concurrent goroutines.
+type syncBuffer = logbuf.Buffer
 
 // freeAddr returns a loopback address that was free a moment ago. serve
 // takes its address from TOLLGATE_ADDR and does not report the port it got,
