@@ -419,13 +419,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			}
 			rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
 		} else {
-			// One redaction session over the request then the response, so
-			// a value in both gets one placeholder; the request part
-			// reproduces what was stored at creation.
-			p := s.privacyFor(redact.Policy(t.policy))
-			_ = p.request(b.raw)
-			rec.Response = &replay.Response{Content: p.text(resp.Content), FinishReason: resp.FinishReason, Model: resp.Model}
-			rec.Redactions = p.counts()
+			rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
 			if resp.Usage != nil {
 				rec.Response.Usage = &replay.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 			}
@@ -434,10 +428,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		rec.Stream = b.stream
 		if pe != nil && resp != nil && resp.Content != "" {
 			// A cut stream: keep what arrived, redacted like any answer.
-			p := s.privacyFor(redact.Policy(t.policy))
-			_ = p.request(b.raw)
-			rec.Response = &replay.Response{Content: p.text(resp.Content), FinishReason: resp.FinishReason, Model: resp.Model}
-			rec.Redactions = p.counts()
+			rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
 		}
 		if err := journal(ctx, tx, t.ID, b.attempt, state, pe); err != nil {
 			return err
@@ -791,4 +782,14 @@ func (s *Service) callTimeout(t Task) time.Duration {
 		return min(time.Duration(*t.callTimeoutMS)*time.Millisecond, s.cfg.RequestTimeout)
 	}
 	return s.cfg.RequestTimeout
+}
+
+// storedAnswer is the provider's answer as the replay record may hold it:
+// one redaction session over the request then the answer, so a value in
+// both gets one placeholder (the request part reproduces what was stored
+// at creation).
+func (s *Service) storedAnswer(t Task, raw Request, resp *provider.Response) (*replay.Response, map[string]int) {
+	p := s.privacyFor(redact.Policy(t.policy))
+	_ = p.request(raw)
+	return &replay.Response{Content: p.text(resp.Content), FinishReason: resp.FinishReason, Model: resp.Model}, p.counts()
 }
