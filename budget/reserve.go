@@ -47,16 +47,9 @@ func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
 		}
 	}
 	slices.Sort(ids) // one lock order everywhere: no deadlocks between reservations
-	tag, err := tx.Exec(ctx, `
-		UPDATE budget_periods
-		SET reserved_micros = reserved_micros + $2, updated_at = now()
-		WHERE id = ANY($1) AND total_micros - reserved_micros - spent_micros >= $2`, ids, r.Amount)
-	if err != nil {
-		return fmt.Errorf("budget: reserve: %w", err)
-	}
-	if tag.RowsAffected() != int64(len(ids)) {
-		return ErrInsufficient
-	}
+	// The rows recording the reservation first, the conditional UPDATE last:
+	// it locks balance rows every reservation of the owner needs, and the
+	// lock is then held only until the caller commits.
 	_, err = tx.Exec(ctx, `
 		WITH res AS (
 			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
@@ -67,6 +60,16 @@ func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
 		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids)
 	if err != nil {
 		return fmt.Errorf("budget: record reservation: %w", err)
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE budget_periods
+		SET reserved_micros = reserved_micros + $2, updated_at = now()
+		WHERE id = ANY($1) AND total_micros - reserved_micros - spent_micros >= $2`, ids, r.Amount)
+	if err != nil {
+		return fmt.Errorf("budget: reserve: %w", err)
+	}
+	if tag.RowsAffected() != int64(len(ids)) {
+		return ErrInsufficient // the caller rolls back, the rows above with it
 	}
 	return nil
 }

@@ -346,11 +346,6 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		if err != nil {
 			return err
 		}
-		if err := budget.ReserveTx(ctx, tx, budget.Reservation{
-			TaskID: t.ID, OwnerID: owner, Workload: sub.Workload, Amount: amount, Estimated: estimated, At: s.cfg.Now(),
-		}); err != nil {
-			return err
-		}
 		opts := &river.InsertOpts{Queue: queueFor(m.Provider)}
 		if sub.Inline {
 			opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
@@ -358,6 +353,13 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts)
 		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
+		}
+		// The reservation goes last: it locks the owner's budget row, which
+		// every task of the owner needs, so it is held only until commit.
+		if err := budget.ReserveTx(ctx, tx, budget.Reservation{
+			TaskID: t.ID, OwnerID: owner, Workload: sub.Workload, Amount: amount, Estimated: estimated, At: s.cfg.Now(),
+		}); err != nil {
+			return err
 		}
 		out = Created{Task: t, jobID: res.Job.ID}
 		return nil

@@ -459,14 +459,18 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			if t.CancelRequested {
 				status = StatusCanceled // settled for the call's cost, its answer not delivered
 			}
+			// The job completes first and the settlement comes last, so
+			// the owner's budget row stays locked only until commit.
+			if err := r.complete(ctx, tx); err != nil {
+				return err
+			}
 			alerts, err := s.finishSucceeded(ctx, tx, t, b.model, resp, jc.ambiguous, status)
 			if err != nil {
 				return err
 			}
 			final = &outcome{status: status, created: t.CreatedAt, alerts: alerts}
-			log.Info("task finished", slog.String("final_status", string(StatusSucceeded)))
-			err = r.complete(ctx, tx)
-			return err
+			log.Info("task finished", slog.String("final_status", string(status)))
+			return nil
 		}
 		if t.Status.Final() {
 			err := r.complete(ctx, tx)
@@ -633,23 +637,28 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m cata
 		u.Source = budget.SourcePossiblyCharged
 		cost += int64(ambiguous) * t.ReservedMicros
 	}
+	if status == StatusCanceled {
+		if err := finish(ctx, tx, t.ID, StatusCanceled, nil, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		// The output is stored sealed, for the owner to poll; the result
+		// row itself holds no text.
+		res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET output_sealed = $2 WHERE id = $1`, t.ID, s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))); err != nil {
+			return nil, err
+		}
+		if err := finish(ctx, tx, t.ID, StatusSucceeded, &res, nil); err != nil {
+			return nil, err
+		}
+	}
+	// Settlement last: it locks the owner's budget row, which every task of
+	// the owner needs, so the lock is held only until commit.
 	settled, err := budget.SettleTx(ctx, tx, budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
 	}, s.cfg.AlertThresholds)
-	if err != nil {
-		return nil, err
-	}
-	if status == StatusCanceled {
-		return settled.Alerts, finish(ctx, tx, t.ID, StatusCanceled, nil, nil)
-	}
-	// The output is stored sealed, for the owner to poll; the result row
-	// itself holds no text.
-	res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
-	if _, err := tx.Exec(ctx, `UPDATE tasks SET output_sealed = $2 WHERE id = $1`, t.ID, s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))); err != nil {
-		return nil, err
-	}
-	return settled.Alerts, finish(ctx, tx, t.ID, StatusSucceeded, &res, nil)
+	return settled.Alerts, err
 }
 
 // finishFailed ends a failed task. With no ambiguous attempt nothing was
