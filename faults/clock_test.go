@@ -7,40 +7,19 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/internal/testclock"
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 )
-
-// clock is a settable clock; zero means the real time.
-type clock struct {
-	mu  sync.Mutex
-	set time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.set.IsZero() {
-		return time.Now()
-	}
-	return c.set
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.set = t
-}
 
 // clockCatalog prices clock-model at 1 micro per input token and 2 per
 // output token, so that reservations are small whole numbers.
@@ -84,7 +63,7 @@ func TestClockJumpAcrossPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{}
+	clk := &testclock.Clock{}
 	svc, err := tasks.New(pool, tasks.Config{
 		Catalog: cat, Clients: clients, Sealer: sealer, Now: clk.Now,
 		RequestTimeout: 5 * time.Second, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/provider/fake"
 )
@@ -32,17 +33,9 @@ func startFake(t *testing.T) (*fake.Server, *provider.OpenAI) {
 	return f, provider.NewOpenAI(ts.URL+"/v1", apiKey, ts.Client())
 }
 
-// waitFor polls cond until it holds; the poll interval does not affect what
-// is tested.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Wait(t, what, cond)
 }
 
 // asError unwraps err to *provider.Error and checks it is safe to print.

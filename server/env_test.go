@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/internal/logbuf"
+	"github.com/tollgate/tollgate/internal/testclock"
 	"io"
 	"log/slog"
 	"net/http"
@@ -126,7 +128,7 @@ type envOptions struct {
 type env struct {
 	t        testing.TB
 	dbURL    string
-	clock    *testClock
+	clock    *testclock.Clock
 	pool     *pgxpool.Pool
 	fake     *fake.Server
 	url      string
@@ -166,7 +168,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &testClock{}
+	clock := &testclock.Clock{}
 	var log *slog.Logger
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -335,21 +337,16 @@ func taskBody(content string, maxTokens int) []byte {
 // bound: a condition wait, not a sleep standing in for one.
 func (e *env) waitFinished(key, id string) tasks.Task {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var task tasks.Task
+	eventually.Wait(e.t, "task "+id+" finished", func() bool {
 		r := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil)
 		if r.status != http.StatusOK {
 			e.t.Fatalf("GET task: %d %s", r.status, r.body)
 		}
-		task := r.task(e.t)
-		if task.Status.Final() {
-			return task
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("task %s still %s after 30s", id, task.Status)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a correctness wait
-	}
+		task = r.task(e.t)
+		return task.Status.Final()
+	})
+	return task
 }
 
 func (e *env) scalar(sql string, args ...any) int64 {
@@ -406,35 +403,7 @@ func restartWorkers(t *testing.T, e *env) *env {
 // waitFor polls a condition until it holds, failing after a generous bound.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a correctness wait
-	}
-}
-
-// testClock is the clock tasks and budgets use in tests: real time until a
-// test sets it, so periods can be crossed on purpose.
-type testClock struct {
-	mu  sync.Mutex
-	set time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.set.IsZero() {
-		return time.Now()
-	}
-	return c.set
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.set = t
-	c.mu.Unlock()
+	eventually.Wait(e.t, what, cond)
 }
 
 // balance returns the owner's own budget in the current period.

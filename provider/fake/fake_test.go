@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/provider/fake"
 )
 
@@ -62,13 +63,7 @@ func mustDo(t *testing.T, ts *httptest.Server, method, path, key, body string) r
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Wait(t, what, cond)
 }
 
 func TestDefaultCompletion(t *testing.T) {
