@@ -1,0 +1,82 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// summary describes one run against one target. Latencies are in
+// milliseconds and cover successful requests only; failures are counted in
+// Errors.
+type summary struct {
+	N         int     `json:"n"`
+	Errors    int     `json:"errors"`
+	FirstErr  string  `json:"first_error,omitempty"`
+	Mean      float64 `json:"mean_ms"`
+	P50       float64 `json:"p50_ms"`
+	P90       float64 `json:"p90_ms"`
+	P99       float64 `json:"p99_ms"`
+	Max       float64 `json:"max_ms"`
+	PerSecond float64 `json:"achieved_per_s"` // successful answers over the run's wall time
+}
+
+// summarize sorts a copy of the latencies of a run that took elapsed and
+// summarises it. An empty sample gives zero latencies.
+func summarize(lat []time.Duration, errors int, elapsed time.Duration) summary {
+	s := summary{N: len(lat), Errors: errors}
+	if elapsed > 0 {
+		s.PerSecond = math.Round(float64(len(lat))/elapsed.Seconds()*10) / 10
+	}
+	if len(lat) == 0 {
+		return s
+	}
+	sorted := slices.Clone(lat)
+	slices.Sort(sorted)
+	var sum time.Duration
+	for _, d := range sorted {
+		sum += d
+	}
+	s.Mean = millis(sum / time.Duration(len(sorted)))
+	s.P50 = millis(percentile(sorted, 50))
+	s.P90 = millis(percentile(sorted, 90))
+	s.P99 = millis(percentile(sorted, 99))
+	s.Max = millis(sorted[len(sorted)-1])
+	return s
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of an
+// ascending sample: the smallest observed value that at least p% of the
+// sample does not exceed. It never interpolates. It returns 0 for an empty
+// sample, the minimum for p <= 0 and the maximum for p >= 100.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	// p*n/100, not p/100*n: 90*1000/100 is exactly 900 in floating point;
+	// the epsilon absorbs the rounding left for fractional p.
+	rank := int(math.Ceil(p*float64(n)/100 - 1e-9))
+	return sorted[min(max(rank, 1), n)-1]
+}
+
+// millis rounds d to microseconds and returns it in milliseconds.
+func millis(d time.Duration) float64 {
+	return float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
+}
+
+// added is what a gateway adds over the upstream called directly, as the
+// difference of percentiles (not the percentile of per-request
+// differences: the two samples are separate runs).
+type added struct {
+	Gateway string  `json:"gateway"`
+	P50     float64 `json:"p50_ms"`
+	P99     float64 `json:"p99_ms"`
+}
+
+// addedOver returns gateway minus direct at p50 and p99, rounded to
+// microseconds.
+func addedOver(gateway string, g, direct summary) added {
+	round := func(v float64) float64 { return math.Round(v*1000) / 1000 }
+	return added{Gateway: gateway, P50: round(g.P50 - direct.P50), P99: round(g.P99 - direct.P99)}
+}

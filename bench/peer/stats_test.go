@@ -1,0 +1,99 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	ms := func(vs ...int) []time.Duration {
+		out := make([]time.Duration, len(vs))
+		for i, v := range vs {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i+1) * time.Millisecond
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one value", ms(7), 99, 7 * time.Millisecond},
+		{"median of four is the second", ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{"p90 of 1..100", hundred, 90, 90 * time.Millisecond},
+		{"p99 of 1..100", hundred, 99, 99 * time.Millisecond},
+		{"p99 of ten is the max", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+		{"p0 is the min", ms(3, 4), 0, 3 * time.Millisecond},
+		{"above 100 is the max", ms(3, 4), 150, 4 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	// Unsorted on purpose: summarize sorts a copy.
+	lat := []time.Duration{4 * time.Millisecond, 1 * time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond}
+	got := summarize(lat, 1, 2*time.Second)
+	want := summary{N: 4, Errors: 1, Mean: 2.5, P50: 2, P90: 4, P99: 4, Max: 4, PerSecond: 2}
+	if got != want {
+		t.Errorf("summarize mismatch:\n got %+v\nwant %+v", got, want)
+	}
+	if lat[0] != 4*time.Millisecond {
+		t.Errorf("summarize reordered its input: %v", lat)
+	}
+}
+
+func TestSummarizeEmpty(t *testing.T) {
+	t.Parallel()
+	got := summarize(nil, 3, 0)
+	if want := (summary{Errors: 3}); got != want {
+		t.Errorf("summarize(nil) = %+v, want %+v", got, want)
+	}
+}
+
+func TestAddedOver(t *testing.T) {
+	t.Parallel()
+	direct := summary{P50: 0.2, P99: 0.9}
+	gw := summary{P50: 1.4, P99: 3.1}
+	got := addedOver("portkey", gw, direct)
+	want := added{Gateway: "portkey", P50: 1.2, P99: 2.2}
+	if got != want {
+		t.Errorf("addedOver = %+v, want %+v", got, want)
+	}
+}
+
+func TestAddedLatency(t *testing.T) {
+	t.Parallel()
+	rs := []targetResult{
+		{Name: "fake", Label: "fake direct", Summary: summary{P50: 0.25, P99: 1}},
+		{Name: "portkey", Label: "Portkey", Summary: summary{P50: 1.25, P99: 4}},
+		{Name: "tollgate", Label: "Tollgate", Summary: summary{P50: 3, P99: 9.5}},
+	}
+	got := addedLatency(rs)
+	want := []added{{Gateway: "Portkey", P50: 1, P99: 3}, {Gateway: "Tollgate", P50: 2.75, P99: 8.5}}
+	if len(got) != len(want) {
+		t.Fatalf("addedLatency = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("addedLatency[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if got := addedLatency(rs[1:]); got != nil {
+		t.Errorf("addedLatency without the fake = %+v, want nil", got)
+	}
+}
