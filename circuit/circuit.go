@@ -198,9 +198,15 @@ func (s *Store) ProbeNow(ctx context.Context, key string) error {
 
 // ModeTx returns the key's mode without deciding anything: for choosing a
 // fallback whose key is not open.
-func ModeTx(ctx context.Context, tx pgx.Tx, key string) (Mode, error) {
+func ModeTx(ctx context.Context, tx pgx.Tx, key string) (Mode, error) { return Peek(ctx, tx, key) }
+
+// Peek reads the key's mode outside any transaction (q is a pool or a
+// transaction): a worker's quick check before a call, which claims nothing.
+func Peek(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, key string) (Mode, error) {
 	var mode string
-	err := tx.QueryRow(ctx, `SELECT state FROM provider_keys WHERE key = $1`, key).Scan(&mode)
+	err := q.QueryRow(ctx, `SELECT state FROM provider_keys WHERE key = $1`, key).Scan(&mode)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Closed, nil
 	}

@@ -28,8 +28,10 @@ const (
 // flight, restarting each killed instance at once. Clients retry their
 // POSTs on another instance under the same Idempotency-Key. Every task
 // must end final, and no attempt may reach the provider twice: a call
-// interrupted by a kill stays in the journal as "sent" until a surviving
-// instance rescues the job and records it as ambiguous.
+// interrupted by a kill leaves the job running with nothing journalled; a
+// surviving instance rescues the job (River records the rescue in the job's
+// errors) and the next run journals the interrupted call as ambiguous
+// before anything else.
 func TestSIGKILLMidCall(t *testing.T) {
 	started := time.Now()
 	logDir := t.TempDir()
@@ -86,7 +88,7 @@ func TestSIGKILLMidCall(t *testing.T) {
 		time.Sleep(time.Duration(150+rand.IntN(450)) * time.Millisecond)
 		inFlight := 0
 		for wait := time.Now().Add(3 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM task_attempts WHERE state = 'sent'`).Scan(&inFlight); err == nil && inFlight > 0 {
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task' AND state = 'running'`).Scan(&inFlight); err == nil && inFlight > 0 {
 				break
 			}
 		}

@@ -95,7 +95,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	var inFlight int
 	if conn, err := pgx.Connect(ctx, dbURL); err == nil {
-		_ = conn.QueryRow(ctx, `SELECT count(*) FROM task_attempts WHERE state = 'sent'`).Scan(&inFlight)
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task' AND state = 'running'`).Scan(&inFlight)
 		conn.Close(ctx)
 	}
 	down := time.Now()

@@ -146,6 +146,63 @@ func TestInterruptedAttemptIsRecordedAsAmbiguous(t *testing.T) {
 	e.checkInvariants()
 }
 
+// A River run journals its attempt only with the outcome; the evidence of a
+// run that died mid-call is the entry River keeps in river_job.errors (the
+// rescuer's, for a killed process). Such a run is counted as an ambiguous
+// attempt before the call is repeated; a run that failed before calling
+// (its error says so) is not.
+func TestRiverRunThatDiedIsJournalledAsAmbiguous(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		errorText     string
+		wantAmbiguous int64
+		wantAttempts  int64
+	}{
+		{"killed mid-call and rescued", "Stuck job rescued by JobRescuer", 1, 2},
+		{"recording the outcome failed", "tasks: record outcome: conn closed", 1, 2},
+		{"failed before calling", "tollgate: no call made: tasks: begin attempt: conn closed", 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{noWorkers: true})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			id := e.post(key, "k", taskBody("abcdefgh", 100), nil).task(t).ID
+			// What River leaves after run 1 ended that way: the attempt
+			// counter it committed at fetch, and the run's error entry.
+			_, err := e.pool.Exec(t.Context(), `
+				UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'available',
+				       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', $2::text, 'trace', '')]
+				WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, id, tc.errorText)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e2 := restartWorkers(t, e)
+			task := e2.waitFinished(key, id)
+			if task.Status != tasks.StatusSucceeded || int64(task.Attempts) != tc.wantAttempts {
+				t.Fatalf("task = %s after %d attempts, want succeeded after %d", task.Status, task.Attempts, tc.wantAttempts)
+			}
+			if got := e.scalar(`SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'ambiguous' AND error_code = 'interrupted' AND river_error_attempt = 1`, id); got != tc.wantAmbiguous {
+				t.Errorf("interrupted journal entries = %d, want %d", got, tc.wantAmbiguous)
+			}
+			if got := e.scalar(`SELECT count(*) FROM replay_records WHERE task_id = $1`, id); got != tc.wantAttempts {
+				t.Errorf("replay records = %d, want %d", got, tc.wantAttempts)
+			}
+			wantKey := fmt.Sprintf("%s:%d", id, tc.wantAttempts)
+			if calls := e2.fake.Calls(); len(calls) != 1 || calls[0].IdempotencyKey != wantKey {
+				t.Errorf("provider calls = %+v, want one with key %s", calls, wantKey)
+			}
+			if tc.wantAmbiguous > 0 {
+				if got := e.scalar(`SELECT count(*) FROM usage_records WHERE task_id = $1 AND source = 'possibly_charged'`, id); got != 1 {
+					t.Errorf("a task after an interrupted run was not settled as possibly_charged")
+				}
+			}
+			e.checkInvariants()
+		})
+	}
+}
+
 // An exhausted account opens the provider key's breaker: queued tasks wait
 // without calling the provider, one probe closes the breaker when the
 // account works again, and the queue drains.

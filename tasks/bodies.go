@@ -201,7 +201,7 @@ func (s *Service) Search(ctx context.Context, f SearchFilter) (Page, error) {
 		WHERE ($1 = '' OR owner_id = $1)
 		  AND created_at >= $2 AND created_at < $3
 		  AND ($4 = '' OR model = $4)
-		  AND ($5 = '' OR status = $5)
+		  AND ($5 = '' OR `+statusExpr+` = $5)
 		  AND ($6 = '' OR id::text = $6 OR idempotency_key = $6
 		       OR to_tsvector('simple', request::text) @@ plainto_tsquery('simple', $6))
 		  AND ($7::text = '' OR (created_at, id) < ($8::timestamptz, $7::uuid))

@@ -8,13 +8,22 @@
 // retry with the same key and request gets the same task back; the same key
 // with a different request is refused and changes nothing.
 //
-// Running a task is three short transactions around the provider call:
-// begin an attempt (journal row committed as "sent" before the call, so a
-// later worker can tell that a call may already have run), call the provider
-// outside any transaction, then record the outcome. A final outcome settles
-// or releases the reservation, writes the replay record and completes the
-// River job in the same transaction, so "finished", "settled" and "job done"
-// can never disagree.
+// Running a task commits one transaction of its own on the happy path. The
+// worker reads the task, its journal and its provider key's gate (no
+// transaction), calls the provider outside any transaction, then records the
+// outcome: the journal entry, the replay record, and for a final outcome the
+// task's end, its settlement and the River job's completion, all together,
+// so "finished", "settled" and "job done" can never disagree.
+//
+// The journal must still tell, before a call is repeated, whether an
+// earlier run may have made it. River's fetch commits the run's attempt
+// number before the worker starts, and every run that ends without
+// recording its outcome (killed and rescued, timed out, failed while
+// recording) leaves an entry in the job's errors; a recorded attempt that
+// retries names its run. An entry no attempt names is a run that may have
+// called: it is journalled as an ambiguous attempt before anything else
+// happens. Inline (streamed) runs have no River run to read, so they commit
+// a "sent" entry before their call, as every run once did.
 //
 // This package orchestrates budget and replay and owns the transaction that
 // spans them; it knows nothing of HTTP.

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -24,12 +25,15 @@ type run struct {
 	taskID, traceID      string
 	attempt, maxAttempts int // River's counters for the job
 	inline               bool
-	complete             func(ctx context.Context, tx pgx.Tx) error
+	// errors are the job's earlier runs that failed, as River recorded
+	// them (see unrecordedRuns).
+	errors   []rivertype.AttemptError
+	complete func(ctx context.Context, tx pgx.Tx) error
 }
 
 func riverRun(job *river.Job[TaskArgs]) *run {
 	return &run{
-		taskID: job.Args.TaskID, traceID: job.Args.TraceID, attempt: job.Attempt, maxAttempts: job.MaxAttempts,
+		taskID: job.Args.TaskID, traceID: job.Args.TraceID, attempt: job.Attempt, maxAttempts: job.MaxAttempts, errors: job.Errors,
 		complete: func(ctx context.Context, tx pgx.Tx) error {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err

@@ -354,6 +354,9 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET job_id = $2 WHERE id = $1`, t.ID, res.Job.ID); err != nil {
+			return err
+		}
 		// The reservation goes last: it locks the owner's budget row, which
 		// every task of the owner needs, so it is held only until commit.
 		if err := budget.ReserveTx(ctx, tx, budget.Reservation{
@@ -557,9 +560,22 @@ func page(list []Task, limit int) Page {
 	return p
 }
 
-const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
+// taskColumns are the columns scanTask reads, in its order, from a query
+// on tasks (unaliased). The status is statusExpr: the worker does not write
+// "running" (it would cost a transaction per task), so a queued task whose
+// job a worker holds is shown running.
+const taskColumns = `id::text, owner_id, ` + statusExpr + `, idempotency_key, model, attempts, reserved_micros,
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
-	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms`
+	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id`
+
+// statusExpr is a task's status as clients see it, for queries on tasks
+// (unaliased): the stored one, except that a queued task whose River job is
+// running is running; a task waiting on its provider key (its error says
+// why) stays queued while its job checks the gate. Inline (streamed) runs
+// store "running" themselves.
+const statusExpr = `CASE WHEN tasks.status = 'queued' AND tasks.error IS NULL AND tasks.job_id IS NOT NULL AND EXISTS (
+		SELECT 1 FROM river_job j WHERE j.id = tasks.job_id AND j.state = 'running')
+	THEN 'running' ELSE tasks.status END`
 
 func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
 
@@ -568,7 +584,7 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
 		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested,
-		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS}
+		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS, &t.jobID}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}
@@ -607,7 +623,26 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 		if t.Status.Final() {
 			return ErrFinished
 		}
-		if t.Status == StatusRunning {
+		running := t.Status == StatusRunning
+		if !running && t.jobID != nil {
+			// Lock the job row: a worker that has fetched the job may be
+			// calling the provider (it writes nothing before the call), and
+			// one that has not cannot fetch it until this commits (River
+			// fetches with SKIP LOCKED). A job not running is canceled with
+			// the task, so no worker picks it up afterwards.
+			var state string
+			err := tx.QueryRow(ctx, `SELECT state FROM river_job WHERE id = $1 FOR UPDATE`, *t.jobID).Scan(&state)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			running = state == "running"
+			if !running && err == nil {
+				if _, err := s.river.JobCancelTx(ctx, tx, *t.jobID); err != nil && !errors.Is(err, river.ErrNotFound) {
+					return err
+				}
+			}
+		}
+		if running {
 			_, err := tx.Exec(ctx, `UPDATE tasks SET cancel_requested = true, updated_at = now() WHERE id = $1`, id)
 			return err
 		}

@@ -206,6 +206,7 @@ type Task struct {
 	payload      []byte // the sealed raw request
 	outputSealed []byte // the sealed output
 	policy       string // the owner's redaction policy when the task was created
+	jobID        *int64 // the task's current River job (NULL for tasks older than the column)
 }
 
 // Public failure codes: one per reaction, stable, documented in

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -61,8 +63,8 @@ func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
 	return time.Now().Add(rand.N(d + 1))
 }
 
-// Work runs one attempt of the task. See the package doc for the three
-// transactions; errors returned here make River retry the job later, and a
+// Work runs one attempt of the task. See the package doc for how it is
+// journalled; errors returned here make River retry the job later, and a
 // snooze (river.JobSnooze) makes it wait without using an attempt.
 func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error) {
 	s := w.svc
@@ -110,6 +112,7 @@ type begunAttempt struct {
 	prov    catalog.Provider
 	raw     Request // the unsealed request, in memory only
 	stream  *replay.StreamInfo
+	sent    bool // journalled as "sent" before the call (inline runs)
 }
 
 // providerKey is the Idempotency-Key the provider sees for this attempt.
@@ -202,13 +205,164 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 	return c, err
 }
 
-// beginAttempt decides, in one transaction, whether the task may call the
-// provider now, and if so commits the journal entry for the call first. An
-// entry still "sent" from an earlier run means that run died or was
-// canceled mid-call: the call may have reached the provider, so it becomes
-// an ambiguous attempt. It returns the begun attempt, or nil and what the
-// job should do instead (nil when the task is finished, or a snooze).
+// noCallPrefix starts the text of every error a run returns before calling
+// the provider. River keeps that text in river_job.errors, which is how a
+// later run tells an attempt that never reached the provider from one that
+// may have (see unrecordedRuns).
+const noCallPrefix = "tollgate: no call made: "
+
+// noCallError is an error a run met before any provider call.
+type noCallError struct{ err error }
+
+func (e *noCallError) Error() string { return noCallPrefix + e.err.Error() }
+func (e *noCallError) Unwrap() error { return e.err }
+
+// retryError is what a run returns to River, after recording its attempt,
+// to have the job retried. It hides the call's cause on purpose: were it a
+// context cancellation, River would take the run for one cut short by a
+// shutdown, reuse its attempt number and leave no entry in river_job.errors,
+// and the journal names runs by those entries.
+type retryError struct{ pe *provider.Error }
+
+func (e *retryError) Error() string { return e.pe.Error() }
+
+// As lets errors.As find the provider error (spans and logs read its class).
+func (e *retryError) As(target any) bool {
+	if p, ok := target.(**provider.Error); ok {
+		*p = e.pe
+		return true
+	}
+	return false
+}
+
+// unrecordedRuns are the earlier runs of the job that ended without
+// recording an attempt: killed and rescued, timed out, or failed while
+// recording after the call. Each may have called the provider. A run that
+// records an attempt and then fails the job (to retry it) names itself in
+// the attempt's river_error_attempt; a run that failed before calling says
+// so in its error's text.
+func unrecordedRuns(errs []rivertype.AttemptError, recorded []int32) []rivertype.AttemptError {
+	var out []rivertype.AttemptError
+	for _, e := range errs {
+		if strings.HasPrefix(e.Error, noCallPrefix) || slices.Contains(recorded, int32(e.Attempt)) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// attemptState is what decides whether a run may call the provider: the
+// task, its journal and its deadline.
+type attemptState struct {
+	task     Task
+	left     time.Duration // until the task's deadline
+	sent     int           // journal entries still "sent" (an inline run's, interrupted)
+	last     int           // the highest attempt number journalled
+	recorded []int32       // River runs named by their recorded attempts
+	jc       journalCounts
+}
+
+// attemptStateSQL reads a task with its journal in one query; $1 is the
+// task id. lockTask's FOR UPDATE may follow it.
+const attemptStateSQL = `
+	SELECT ` + taskColumns + `, GREATEST(tasks.deadline_at - now(), interval '0'),
+	       j.sent, j.last, j.recorded, j.counted, j.ambiguous
+	FROM tasks, LATERAL (
+		SELECT count(*) FILTER (WHERE a.state = 'sent') AS sent,
+		       COALESCE(max(a.attempt), 0) AS last,
+		       COALESCE(array_agg(a.river_error_attempt) FILTER (WHERE a.river_error_attempt IS NOT NULL), '{}') AS recorded,
+		       count(*) FILTER (WHERE a.state <> 'sent' AND a.model = tasks.model
+		                        AND COALESCE(a.class, '') NOT IN ('throttled', 'exhausted')) AS counted,
+		       count(*) FILTER (WHERE a.state = 'ambiguous') AS ambiguous
+		FROM task_attempts a WHERE a.task_id = tasks.id) j
+	WHERE tasks.id = $1`
+
+func readAttemptState(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, id, suffix string) (attemptState, error) {
+	rows, err := q.Query(ctx, attemptStateSQL+suffix, id)
+	if err != nil {
+		return attemptState{}, err
+	}
+	st, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (attemptState, error) {
+		var st attemptState
+		t, err := scanTaskInto(r, &st.left, &st.sent, &st.last, &st.recorded, &st.jc.counted, &st.jc.ambiguous)
+		st.task = t
+		return st, err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return attemptState{}, ErrNotFound
+	}
+	return st, err
+}
+
+// beginAttempt decides whether the task may call the provider now. It
+// returns the begun attempt, or nil and what the job should do instead (nil
+// when the task is finished, or a snooze). Errors are noCallErrors.
+//
+// A River run on the happy path writes nothing here: its attempt is
+// journalled when its outcome is recorded, and River's job row (attempt
+// counter and errors, committed by the fetch and by River when a run
+// fails) is the evidence of a run that may have called and died. Anything
+// else, an interrupted run to record, a failure, a cancel, a closed gate or
+// a probe to claim, takes the transactional path. An inline run (a streamed
+// task, which has no River run to read) always does, and commits its
+// journal entry as "sent" before the call.
 func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt, after, err error) {
+	if !r.inline {
+		begun, err := s.beginQuick(ctx, r)
+		if err != nil {
+			return nil, nil, &noCallError{fmt.Errorf("tasks: begin attempt: %w", err)}
+		}
+		if begun != nil {
+			return begun, nil, nil
+		}
+	}
+	begun, after, err = s.beginTx(ctx, r)
+	if err != nil {
+		return nil, nil, &noCallError{err}
+	}
+	return begun, after, nil
+}
+
+// beginQuick is a River run's happy path: two reads and no transaction. It
+// returns nil when the transactional path must decide.
+func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error) {
+	st, err := readAttemptState(ctx, s.pool, r.taskID, "")
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := st.task
+	if t.Status.Final() || t.CancelRequested || st.sent > 0 || st.left <= 0 ||
+		len(unrecordedRuns(r.errors, st.recorded)) > 0 ||
+		st.jc.ambiguous > max(s.cfg.AmbiguousRetries, 0) || st.jc.counted >= s.maxAttemptsOf(t) || r.attempt >= r.maxAttempts {
+		return nil, nil
+	}
+	m, prov, err := s.modelOf(t)
+	if err != nil {
+		return nil, nil
+	}
+	raw, err := s.rawRequest(t)
+	if err != nil {
+		return nil, nil
+	}
+	mode, err := circuit.Peek(ctx, s.pool, m.Provider)
+	if err != nil || mode != circuit.Closed {
+		return nil, err
+	}
+	t.Request = raw
+	return &begunAttempt{task: t, attempt: st.last + 1, startAt: s.cfg.Now(), model: m, prov: prov, raw: raw}, nil
+}
+
+// beginTx is beginAttempt's transactional path: with the task locked, it
+// records interrupted runs, fails, cancels, snoozes or completes what must
+// not call, and claims the breaker's probe. An inline run's journal entry is
+// committed here as "sent" before its call.
+func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, after error, err error) {
 	var final *outcome
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, r.taskID)
@@ -235,17 +389,18 @@ func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt
 			return fail(failureFor("internal", "", ""), journalCounts{})
 		}
 		t.Request = raw
-		if err := s.markInterrupted(ctx, tx, t, m, prov, r.traceID); err != nil {
+		if err := s.markInterrupted(ctx, tx, t, m, prov, r); err != nil {
+			return err
+		}
+		st, err := readAttemptState(ctx, tx, t.ID, "")
+		if err != nil {
 			return err
 		}
 		jc, err := countJournal(ctx, tx, t.ID, m.Name)
 		if err != nil {
 			return err
 		}
-		var left time.Duration
-		if err := tx.QueryRow(ctx, `SELECT GREATEST(deadline_at - now(), interval '0') FROM tasks WHERE id = $1`, t.ID).Scan(&left); err != nil {
-			return err
-		}
+		left := st.left
 		lastClass := jc.lastClass
 		if lastClass == "" {
 			lastClass = provider.ClassTransient
@@ -288,20 +443,22 @@ func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt
 			return nil
 		}
 
-		n := t.Attempts + 1
-		var startAt time.Time
+		n := st.last + 1
+		begun = &begunAttempt{task: t, attempt: n, startAt: s.cfg.Now(), probe: gate.Probe, model: m, prov: prov, raw: raw}
+		if !r.inline {
+			return nil // journalled with its outcome, like the quick path's
+		}
 		err = tx.QueryRow(ctx, `
 			INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
 			VALUES ($1, $2, $3, $4, $5) RETURNING started_at`,
-			t.ID, n, m.Provider, m.Name, fmt.Sprintf("%s:%d", t.ID, n)).Scan(&startAt)
+			t.ID, n, m.Provider, m.Name, fmt.Sprintf("%s:%d", t.ID, n)).Scan(&begun.startAt)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', attempts = $2, updated_at = now() WHERE id = $1`, t.ID, n); err != nil {
 			return err
 		}
-		t.Attempts = n
-		begun = &begunAttempt{task: t, attempt: n, startAt: startAt, probe: gate.Probe, model: m, prov: prov, raw: raw}
+		begun.task.Attempts, begun.sent = n, true
 		return nil
 	})
 	if err != nil {
@@ -332,9 +489,11 @@ func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, f Failu
 	return alerts, err
 }
 
-// markInterrupted turns journal entries left "sent" by a dead or canceled
-// run into ambiguous attempts, each with its replay record.
-func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, prov catalog.Provider, traceID string) error {
+// markInterrupted records the attempts of runs that died or were canceled
+// mid-call as ambiguous, each with its replay record: journal entries an
+// inline run left "sent", and River runs that ended without recording an
+// attempt (unrecordedRuns). Either may have reached the provider.
+func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, prov catalog.Provider, r *run) error {
 	rows, err := tx.Query(ctx, `
 		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
 		WHERE task_id = $1 AND state = 'sent'
@@ -347,17 +506,45 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m cata
 		start    time.Time
 		finished time.Time
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (interrupted, error) {
+	scan := func(r pgx.CollectableRow) (interrupted, error) {
 		var i interrupted
 		return i, r.Scan(&i.attempt, &i.start, &i.finished)
-	})
+	}
+	list, err := pgx.CollectRows(rows, scan)
 	if err != nil {
 		return err
+	}
+	if len(r.errors) > 0 {
+		st, err := readAttemptState(ctx, tx, t.ID, "")
+		if err != nil {
+			return err
+		}
+		for _, e := range unrecordedRuns(r.errors, st.recorded) {
+			// The run's own number for its call was the next one then, as
+			// it is now: nothing was journalled after it.
+			rows, err := tx.Query(ctx, `
+				INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_key, model, idempotency_key,
+				                           started_at, finished_at, river_error_attempt)
+				SELECT $1, n, 'ambiguous', 'ambiguous', 'interrupted', $2, $3, $1::text || ':' || n, $4, now(), $5
+				FROM (SELECT COALESCE(max(attempt), 0) + 1 AS n FROM task_attempts WHERE task_id = $1) x
+				RETURNING attempt, started_at, finished_at`, t.ID, m.Provider, m.Name, e.At, e.Attempt)
+			if err != nil {
+				return err
+			}
+			i, err := pgx.CollectExactlyOneRow(rows, scan)
+			if err != nil {
+				return err
+			}
+			list = append(list, i)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET attempts = GREATEST(attempts, (SELECT max(attempt) FROM task_attempts WHERE task_id = $1)) WHERE id = $1`, t.ID); err != nil {
+			return err
+		}
 	}
 	for _, i := range list {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "attempt interrupted; counted as ambiguous",
 			slog.String("task_id", t.ID), slog.Int("attempt", i.attempt), slog.String("class", "ambiguous"))
-		rec := s.record(t, m, prov, i.attempt, i.start, traceID)
+		rec := s.record(t, m, prov, i.attempt, i.start, r.traceID)
 		rec.State, rec.FinishedAt = "ambiguous", &i.finished
 		rec.Error = &replay.Failure{Class: string(provider.ClassAmbiguous), Code: "interrupted"}
 		if err := replay.InsertTx(ctx, tx, rec); err != nil {
@@ -377,7 +564,7 @@ func (s *Service) record(t Task, m catalog.Model, prov catalog.Provider, attempt
 	}
 }
 
-// recordOutcome is the third transaction: journal, replay record, the
+// recordOutcome is the transaction after the call: journal, replay record, the
 // provider key's gate, and, for a final outcome, the task's end, its
 // settlement and the job's completion. The reaction depends on the class:
 //
@@ -408,15 +595,20 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			return err
 		}
 		t.Request = b.raw // estimates below see what the provider saw
-		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, r.traceID)
-		now := b.startAt.Add(latency)
-		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
 		state := "succeeded"
 		if pe != nil {
 			state = "failed"
 			if pe.Class == provider.ClassAmbiguous {
 				state = "ambiguous"
 			}
+		}
+		if err := s.journal(ctx, tx, b, state, pe, latency); err != nil {
+			return err
+		}
+		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, r.traceID)
+		now := b.startAt.Add(latency)
+		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
+		if pe != nil {
 			rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
 		} else {
 			rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
@@ -429,9 +621,6 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		if pe != nil && resp != nil && resp.Content != "" {
 			// A cut stream: keep what arrived, redacted like any answer.
 			rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
-		}
-		if err := journal(ctx, tx, t.ID, b.attempt, state, pe); err != nil {
-			return err
 		}
 		if err := replay.InsertTx(ctx, tx, rec); err != nil {
 			return err
@@ -539,8 +728,16 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			// A streamed task has one attempt: its client is waiting.
 		case pe.Class == provider.ClassAmbiguous && jc.ambiguous <= max(s.cfg.AmbiguousRetries, 0) && jc.counted < s.maxAttemptsOf(t),
 			pe.Class == provider.ClassTransient && jc.counted < s.maxAttemptsOf(t):
-			after = pe
+			after = &retryError{pe}
 			log.Info("attempt failed; will retry")
+			if !r.inline {
+				// This run fails the job to retry it; the entry River
+				// keeps for that in river_job.errors is this attempt.
+				if _, err := tx.Exec(ctx, `UPDATE task_attempts SET river_error_attempt = $3 WHERE task_id = $1 AND attempt = $2`,
+					t.ID, b.attempt, r.attempt); err != nil {
+					return err
+				}
+			}
 			return requeue(nil)
 		}
 		why := ""
@@ -605,17 +802,35 @@ func (s *Service) modelLabel(name string) string {
 	return "other"
 }
 
-func journal(ctx context.Context, tx pgx.Tx, taskID string, attempt int, state string, pe *provider.Error) error {
+// journal records an attempt's outcome. An inline run's entry, committed
+// "sent" before the call, is updated; a River run's is inserted now, under
+// the task's lock, with the next free number (the one the run expected,
+// unless a rescued duplicate of the job recorded first), which b takes.
+func (s *Service) journal(ctx context.Context, tx pgx.Tx, b *begunAttempt, state string, pe *provider.Error, latency time.Duration) error {
 	var class, code *string
 	var status *int
 	if pe != nil {
 		c, k, st := string(pe.Class), pe.Code, pe.Status
 		class, code, status = &c, &k, &st
 	}
-	_, err := tx.Exec(ctx, `
-		UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, finished_at = now()
-		WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, taskID, attempt, state, class, code, status)
-	return err
+	if b.sent {
+		_, err := tx.Exec(ctx, `
+			UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, finished_at = now()
+			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status)
+		return err
+	}
+	return tx.QueryRow(ctx, `
+		WITH a AS (
+			INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
+			                           idempotency_key, started_at, finished_at)
+			SELECT $1, COALESCE(max(attempt), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9, $9::timestamptz + $10::interval
+			FROM task_attempts WHERE task_id = $1
+			RETURNING attempt
+		), t AS (
+			UPDATE tasks SET attempts = a.attempt FROM a WHERE tasks.id = $1
+		)
+		SELECT attempt FROM a`,
+		b.task.ID, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency).Scan(&b.attempt)
 }
 
 // finishSucceeded settles the reservation at the actual cost: the
@@ -759,10 +974,11 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, curre
 		if mode == circuit.Open {
 			continue
 		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET model = $2, status = 'queued', error = NULL, updated_at = now() WHERE id = $1`, t.ID, next.Name); err != nil {
+		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: r.traceID, TraceParent: tracing.TraceParent(ctx)}, &river.InsertOpts{Queue: queueFor(next.Provider)})
+		if err != nil {
 			return false, err
 		}
-		if _, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: r.traceID, TraceParent: tracing.TraceParent(ctx)}, &river.InsertOpts{Queue: queueFor(next.Provider)}); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET model = $2, status = 'queued', error = NULL, job_id = $3, updated_at = now() WHERE id = $1`, t.ID, next.Name, res.Job.ID); err != nil {
 			return false, err
 		}
 		if err := r.complete(ctx, tx); err != nil {
