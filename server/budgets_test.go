@@ -133,6 +133,10 @@ func TestCancelQueuedAndRunningTasks(t *testing.T) {
 		if b := e.balance("acme"); b.ReservedMicros != 0 || b.SpentMicros != 0 {
 			t.Errorf("after cancel: %+v, want everything released", b)
 		}
+		// Its job is canceled with it: no worker picks it up afterwards.
+		if got := e.scalar(`SELECT count(*) FROM river_job WHERE id = (SELECT job_id FROM tasks WHERE id = $1) AND state = 'cancelled'`, id); got != 1 {
+			t.Errorf("the canceled task's job is not cancelled")
+		}
 		e.checkInvariants()
 	})
 	t.Run("running", func(t *testing.T) {
