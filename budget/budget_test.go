@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/internal/testdb"
 )
 
@@ -202,6 +203,63 @@ func TestSettleAndReleaseKeepTheLedgerExact(t *testing.T) {
 	mustVerify(t, store)
 	if _, err := pool.Exec(ctx, `DELETE FROM budget_ledger`); err == nil {
 		t.Error("deleting ledger rows succeeded; the ledger must be append-only")
+	}
+}
+
+// A reservation locks its balance row KEY SHARE (its ledger row's foreign
+// key) before it updates it. A settlement of the same owner meanwhile must
+// not queue behind that lock while holding the row's tuple lock, or the
+// reservation's UPDATE deadlocks with it (seen under load: 500s on POST).
+func TestSettleDoesNotDeadlockWithAReservationInProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	if _, err := store.Set(ctx, "acme", 1000); err != nil {
+		t.Fatal(err)
+	}
+	settled := newID(t, pool)
+	if err := reserve(ctx, pool, budget.Reservation{TaskID: settled, OwnerID: "acme", Amount: 100, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var period int64
+	if err := pool.QueryRow(ctx, `SELECT id FROM budget_periods WHERE owner_id = 'acme'`).Scan(&period); err != nil {
+		t.Fatal(err)
+	}
+	// The reservation in progress: the lock its ledger insert takes.
+	reservation, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reservation.Rollback(ctx)
+	if _, err := reservation.Exec(ctx, `SELECT 1 FROM budget_periods WHERE id = $1 FOR KEY SHARE`, period); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := budget.SettleTx(ctx, tx, budget.Settlement{TaskID: settled, Model: "m", InputTokens: 1, OutputTokens: 1,
+				Source: budget.SourceReported, CostMicros: 30}, nil)
+			return err
+		})
+	}()
+	var settleErr error
+	eventually.Wait(t, "the settlement to commit while a reservation holds its foreign-key lock", func() bool {
+		select {
+		case settleErr = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if settleErr != nil {
+		t.Fatalf("settle: %v", settleErr)
+	}
+	if _, err := reservation.Exec(ctx, `UPDATE budget_periods SET reserved_micros = reserved_micros + 100 WHERE id = $1`, period); err != nil {
+		t.Fatalf("the reservation's UPDATE: %v", err)
+	}
+	if err := reservation.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -120,10 +120,15 @@ func SettleTx(ctx context.Context, tx pgx.Tx, s Settlement, thresholds []int) (S
 	if err != nil {
 		return Settled{}, err
 	}
+	// FOR NO KEY UPDATE, not FOR UPDATE: a reservation of the same owner
+	// holds a KEY SHARE lock on these rows (its ledger row's foreign key)
+	// before it updates them, and FOR UPDATE would queue behind that lock
+	// while holding the row's tuple lock the reservation's UPDATE then needs:
+	// a deadlock, seen under load.
 	var headroom int64
 	err = tx.QueryRow(ctx, `
 		SELECT min(total_micros - spent_micros - (reserved_micros - $2))
-		FROM (SELECT * FROM budget_periods WHERE id = ANY($1) ORDER BY id FOR UPDATE) p`, ids, amount).Scan(&headroom)
+		FROM (SELECT * FROM budget_periods WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE) p`, ids, amount).Scan(&headroom)
 	if err != nil {
 		return Settled{}, fmt.Errorf("budget: settle: %w", err)
 	}

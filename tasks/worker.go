@@ -264,7 +264,7 @@ type attemptState struct {
 }
 
 // attemptStateSQL reads a task with its journal in one query; $1 is the
-// task id. lockTask's FOR UPDATE may follow it.
+// task id.
 const attemptStateSQL = `
 	SELECT ` + taskColumns + `, GREATEST(tasks.deadline_at - now(), interval '0'),
 	       j.sent, j.last, j.recorded, j.counted, j.ambiguous
@@ -927,7 +927,9 @@ func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Resul
 // lockTask reads the task and locks its row for the transaction, so two runs
 // of the same job serialise on it.
 func lockTask(ctx context.Context, tx pgx.Tx, id string) (Task, error) {
-	rows, err := tx.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 FOR UPDATE`, id)
+	// NO KEY UPDATE: it excludes other runs and cancels (which take the
+	// same lock) but not the KEY SHARE locks of foreign keys to the task.
+	rows, err := tx.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 FOR NO KEY UPDATE`, id)
 	if err != nil {
 		return Task{}, err
 	}
