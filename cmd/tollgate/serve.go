@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	go alerter.Run(workCtx)
+	if addr := getenv("TOLLGATE_PPROF_ADDR"); addr != "" {
+		if err := startPprof(workCtx, addr, log); err != nil {
+			return err
+		}
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()), slog.String("role", *role))
@@ -167,6 +173,31 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	stopWork()
 	log.Info("tollgate stopped")
 	return errors.Join(httpErr, workErr)
+}
+
+// startPprof serves Go's profiles (/debug/pprof/) on their own listener,
+// only when TOLLGATE_PPROF_ADDR names one: profiles show code paths and
+// timings, never request data, but they are for operators, so they stay off
+// the API's address. Bind it to localhost.
+func startPprof(ctx context.Context, addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("TOLLGATE_PPROF_ADDR: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("pprof listening", slog.String("addr", ln.Addr().String()))
+	return nil
 }
 
 // defaultPoolConns is the pool size unless DATABASE_URL sets
