@@ -29,49 +29,92 @@ func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
 	if r.Amount <= 0 {
 		return fmt.Errorf("%w: reservation must be > 0, got %d", ErrInvalid, r.Amount)
 	}
-	ownerRow, _, err := openPeriodTx(ctx, tx, r.OwnerID, "", r.At, "system")
+	ids, err := balanceRowsTx(ctx, tx, r.OwnerID, r.Workload, r.At)
 	if errors.Is(err, ErrNotFound) {
 		return ErrInsufficient
 	}
 	if err != nil {
 		return fmt.Errorf("budget: reserve: %w", err)
 	}
-	ids := []int64{ownerRow}
-	if r.Workload != "" {
-		wl, _, err := openPeriodTx(ctx, tx, r.OwnerID, r.Workload, r.At, "system")
-		switch {
-		case err == nil:
-			ids = append(ids, wl)
-		case !errors.Is(err, ErrNotFound): // a workload without a cap has only the owner's
-			return fmt.Errorf("budget: reserve: %w", err)
-		}
-	}
-	slices.Sort(ids) // one lock order everywhere: no deadlocks between reservations
-	// The rows recording the reservation first, the conditional UPDATE last:
-	// it locks balance rows every reservation of the owner needs, and the
-	// lock is then held only until the caller commits.
-	_, err = tx.Exec(ctx, `
-		WITH res AS (
+	// One statement: the rows locked in id order (one lock order everywhere,
+	// whatever order a scan would meet them in: no deadlocks between
+	// reservations), the conditional UPDATE, and the rows recording the
+	// reservation. It locks balance rows every reservation of the owner
+	// needs, so it comes last in the caller's transaction and the lock is
+	// held only until commit. When a row cannot cover the amount the
+	// records are written all the same and the caller rolls them back.
+	var updated int
+	err = tx.QueryRow(ctx, `
+		WITH locked AS (
+			SELECT id FROM budget_periods WHERE id = ANY($5) ORDER BY id FOR NO KEY UPDATE
+		), p AS (
+			UPDATE budget_periods
+			SET reserved_micros = reserved_micros + $3, updated_at = now()
+			WHERE id IN (SELECT id FROM locked) AND total_micros - reserved_micros - spent_micros >= $3
+			RETURNING id, owner_id, workload
+		), res AS (
 			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
 			VALUES ($1, $2, $3, $4, $5)
+		), l AS (
+			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
+			SELECT owner_id, workload, id, $1, 'reserve', $3 FROM p
 		)
-		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
-		SELECT owner_id, workload, id, $1, 'reserve', $3 FROM budget_periods WHERE id = ANY($5)`,
-		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids)
-	if err != nil {
-		return fmt.Errorf("budget: record reservation: %w", err)
-	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE budget_periods
-		SET reserved_micros = reserved_micros + $2, updated_at = now()
-		WHERE id = ANY($1) AND total_micros - reserved_micros - spent_micros >= $2`, ids, r.Amount)
+		SELECT count(*) FROM p`,
+		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids).Scan(&updated)
 	if err != nil {
 		return fmt.Errorf("budget: reserve: %w", err)
 	}
-	if tag.RowsAffected() != int64(len(ids)) {
+	if updated != len(ids) {
 		return ErrInsufficient // the caller rolls back, the rows above with it
 	}
 	return nil
+}
+
+// balanceRowsTx returns the balance rows a reservation at `at` holds: the
+// owner's, and the workload's if it has a cap. Usually one query; a period
+// not opened yet is opened from its limit (openPeriodTx). ErrNotFound: the
+// owner has no budget.
+func balanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time) ([]int64, error) {
+	daily, _ := PeriodDaily.Bounds(at)
+	monthly, _ := PeriodMonthly.Bounds(at)
+	none, _ := PeriodNone.Bounds(at)
+	rows, err := tx.Query(ctx, `
+		SELECT l.workload, p.id
+		FROM budget_limits l
+		LEFT JOIN budget_periods p ON p.owner_id = l.owner_id AND p.workload = l.workload
+		     AND p.period_start = CASE l.period WHEN 'daily' THEN $3::timestamptz WHEN 'monthly' THEN $4::timestamptz ELSE $5::timestamptz END
+		WHERE l.owner_id = $1 AND l.workload IN ('', $2)`, owner, workload, daily, monthly, none)
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		workload string
+		id       *int64
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		return x, r.Scan(&x.workload, &x.id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	ownerCapped := false
+	for _, x := range list {
+		ownerCapped = ownerCapped || x.workload == ""
+		if x.id == nil {
+			id, _, err := openPeriodTx(ctx, tx, owner, x.workload, at, "system")
+			if err != nil {
+				return nil, err
+			}
+			x.id = &id
+		}
+		ids = append(ids, *x.id)
+	}
+	if !ownerCapped {
+		return nil, ErrNotFound
+	}
+	return ids, nil
 }
 
 // Source says where a usage figure came from.
@@ -116,44 +159,69 @@ func SettleTx(ctx context.Context, tx pgx.Tx, s Settlement, thresholds []int) (S
 	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
 		return Settled{}, fmt.Errorf("%w: negative settlement", ErrInvalid)
 	}
-	owner, amount, ids, err := closeReservation(ctx, tx, s.TaskID, "settled")
-	if err != nil {
-		return Settled{}, err
+	// Two statements. The first closes the reservation and locks its
+	// balance rows, FOR NO KEY UPDATE rather than FOR UPDATE: a reservation
+	// of the same owner holds a KEY SHARE lock on these rows (its ledger
+	// row's foreign key) before it updates them, and FOR UPDATE would queue
+	// behind that lock while holding the row's tuple lock the reservation's
+	// UPDATE then needs: a deadlock, seen under load.
+	var owner string
+	var amount, headroom int64
+	var ids []int64
+	err := tx.QueryRow(ctx, `
+		WITH r AS (
+			UPDATE budget_reservations SET state = 'settled', closed_at = now()
+			WHERE task_id = $1 AND state = 'held'
+			RETURNING owner_id, amount_micros, budget_period_ids
+		), p AS (
+			SELECT * FROM budget_periods WHERE id IN (SELECT unnest(budget_period_ids) FROM r) ORDER BY id FOR NO KEY UPDATE
+		)
+		SELECT r.owner_id, r.amount_micros, r.budget_period_ids,
+		       (SELECT min(total_micros - spent_micros - (reserved_micros - r.amount_micros)) FROM p)
+		FROM r`, s.TaskID).Scan(&owner, &amount, &ids, &headroom)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Settled{}, ErrNotFound
 	}
-	// FOR NO KEY UPDATE, not FOR UPDATE: a reservation of the same owner
-	// holds a KEY SHARE lock on these rows (its ledger row's foreign key)
-	// before it updates them, and FOR UPDATE would queue behind that lock
-	// while holding the row's tuple lock the reservation's UPDATE then needs:
-	// a deadlock, seen under load.
-	var headroom int64
-	err = tx.QueryRow(ctx, `
-		SELECT min(total_micros - spent_micros - (reserved_micros - $2))
-		FROM (SELECT * FROM budget_periods WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE) p`, ids, amount).Scan(&headroom)
 	if err != nil {
 		return Settled{}, fmt.Errorf("budget: settle: %w", err)
 	}
+	slices.Sort(ids)
 	charged := min(s.CostMicros, headroom)
 	out := Settled{ChargedMicros: charged, ShortfallMicros: s.CostMicros - charged}
-	_, err = tx.Exec(ctx, `
+	// The second moves the money, writes the ledger and usage rows, and
+	// records the alert thresholds the new balances crossed (each once per
+	// period: the unique (row, threshold) key decides between instances).
+	rows, err := tx.Query(ctx, `
 		WITH p AS (
 			UPDATE budget_periods SET reserved_micros = reserved_micros - $3, spent_micros = spent_micros + $4, updated_at = now()
-			WHERE id = ANY($5) RETURNING id, owner_id, workload
+			WHERE id = ANY($5) RETURNING id, owner_id, workload, period_start, spent_micros, total_micros
 		), l AS (
 			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros,
 			                           usage_source, model, input_tokens, output_tokens)
 			SELECT owner_id, workload, id, $2, k.kind, k.amount, $8, $6, $7, $9
 			FROM p, (VALUES ('release', $3::bigint), ('settle', $4::bigint)) AS k (kind, amount)
+		), u AS (
+			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
+			                           cost_micros, charged_micros, shortfall_micros)
+			VALUES ($2, $1, $11, $6, $7, $9, $8, $10, $4, $12)
+		), fired AS (
+			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
+			SELECT p.id, t.pct FROM p, unnest($13::int[]) AS t (pct)
+			WHERE p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
+			ON CONFLICT DO NOTHING
+			RETURNING budget_period_id, threshold_pct
 		)
-		INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
-		                           cost_micros, charged_micros, shortfall_micros)
-		VALUES ($2, $1, $11, $6, $7, $9, $8, $10, $4, $12)`,
+		SELECT p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
+		FROM fired f JOIN p ON p.id = f.budget_period_id
+		ORDER BY p.id, f.threshold_pct`,
 		owner, s.TaskID, amount, charged, ids, s.Model, s.InputTokens, string(s.Source), s.OutputTokens,
-		s.CostMicros, s.Workload, out.ShortfallMicros)
+		s.CostMicros, s.Workload, out.ShortfallMicros, thresholds)
 	if err != nil {
 		return Settled{}, fmt.Errorf("budget: record settlement: %w", err)
 	}
-	if out.Alerts, err = crossedTx(ctx, tx, ids, thresholds); err != nil {
-		return Settled{}, err
+	out.Alerts, err = collectAlerts(rows)
+	if err != nil {
+		return Settled{}, fmt.Errorf("budget: record settlement: %w", err)
 	}
 	return out, nil
 }
@@ -204,30 +272,15 @@ type Alert struct {
 	TotalMicros  int64     `json:"total_micros"`
 }
 
-// crossedTx records the thresholds (percent of total, by spent money) that
-// the rows have reached and returns those recorded now for the first time:
-// the unique (row, threshold) key makes each fire once per period, however
-// many instances settle concurrently.
-func crossedTx(ctx context.Context, tx pgx.Tx, ids []int64, thresholds []int) ([]Alert, error) {
-	if len(thresholds) == 0 {
-		return nil, nil
-	}
-	rows, err := tx.Query(ctx, `
-		WITH fired AS (
-			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
-			SELECT p.id, t.pct FROM budget_periods p, unnest($2::int[]) AS t (pct)
-			WHERE p.id = ANY($1) AND p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
-			ON CONFLICT DO NOTHING
-			RETURNING budget_period_id, threshold_pct
-		)
-		SELECT p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
-		FROM fired f JOIN budget_periods p ON p.id = f.budget_period_id
-		ORDER BY p.id, f.threshold_pct`, ids, thresholds)
-	if err != nil {
-		return nil, fmt.Errorf("budget: alerts: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Alert, error) {
+// collectAlerts reads the alerts SettleTx selects: those its settlement
+// crossed, each recorded once per period by the unique (row, threshold) key.
+func collectAlerts(rows pgx.Rows) ([]Alert, error) {
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Alert, error) {
 		var a Alert
 		return a, r.Scan(&a.OwnerID, &a.Workload, &a.PeriodStart, &a.ThresholdPct, &a.SpentMicros, &a.TotalMicros)
 	})
+	if len(list) == 0 {
+		list = nil
+	}
+	return list, err
 }

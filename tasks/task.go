@@ -160,6 +160,8 @@ type Result struct {
 	FinishReason string `json:"finish_reason,omitempty"`
 	Usage        Usage  `json:"usage"`
 	CostMicros   int64  `json:"cost_micros"`
+
+	sealedOutput []byte // stored beside the result (output_sealed), never in it
 }
 
 // Failure is why a task failed, in stable terms a client can act on. It

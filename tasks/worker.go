@@ -859,10 +859,8 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m cata
 	} else {
 		// The output is stored sealed, for the owner to poll; the result
 		// row itself holds no text.
-		res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET output_sealed = $2 WHERE id = $1`, t.ID, s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))); err != nil {
-			return nil, err
-		}
+		res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost,
+			sealedOutput: s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))}
 		if err := finish(ctx, tx, t.ID, StatusSucceeded, &res, nil); err != nil {
 			return nil, err
 		}
@@ -913,14 +911,20 @@ func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, ambiguous i
 	return alerts, nil
 }
 
+// finish ends the task and announces it to waiting pollers, in one
+// statement; a succeeded result's sealed output is stored with it.
 func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Result, f *Failure) error {
-	_, err := tx.Exec(ctx, `
-		UPDATE tasks SET status = $2, result = $3, error = $4, finished_at = now(), updated_at = now()
-		WHERE id = $1`, id, string(status), res, f)
-	if err != nil {
-		return err
+	var sealed []byte
+	if res != nil {
+		sealed = res.sealedOutput
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, finishedChannel, id)
+	_, err := tx.Exec(ctx, `
+		WITH u AS (
+			UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
+			       finished_at = now(), updated_at = now()
+			WHERE id = $1 RETURNING id
+		)
+		SELECT pg_notify($6, id::text) FROM u`, id, string(status), res, f, sealed, finishedChannel)
 	return err
 }
 
