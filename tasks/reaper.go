@@ -61,7 +61,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			}
 			f := failureFor(lastClass, jc.lastCode, "deadline")
 			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, jc.ambiguous)
-			final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
+			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 			return err
 		})
 		if err != nil {

@@ -651,7 +651,7 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 			return err
 		}
 		alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
-		final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
+		final = &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
 		return err
 	})
 	if err != nil {

@@ -3,16 +3,22 @@ package tasks
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// finishedChannel is the NOTIFY channel on which a finishing transaction
-// announces its task id. Notifications are delivered at commit, so a waiter
-// woken by one always reads the finished row.
+// finishedChannel is the NOTIFY channel on which tasks that finished (or
+// became blocked) are announced, after their transactions committed, so a
+// waiter woken by one always reads the finished row. The payload is one
+// task id or several, comma-separated.
 const finishedChannel = "tollgate_task_finished"
+
+// announceBatch bounds the ids in one notification: 36-byte ids and commas
+// well under NOTIFY's 8,000-byte payload limit.
+const announceBatch = 190
 
 // waiter lets requests wait for tasks finished by any instance sharing the
 // database. One LISTEN connection per process fans notifications out to the
@@ -24,10 +30,70 @@ type waiter struct {
 	subs   map[string]map[chan struct{}]struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
+	out    chan string // ids to announce to other instances
 }
 
 func newWaiter(pool *pgxpool.Pool, log *slog.Logger) *waiter {
-	return &waiter{pool: pool, log: log, subs: map[string]map[chan struct{}]struct{}{}}
+	return &waiter{pool: pool, log: log, subs: map[string]map[chan struct{}]struct{}{}, out: make(chan string, 8192)}
+}
+
+// announce tells the waiters of a task that it finished or became blocked:
+// this process's at once, other instances' by a NOTIFY that one goroutine
+// (send) sends after the fact for whatever accumulated meanwhile. Inside
+// every finishing transaction a NOTIFY would serialise their commits on
+// PostgreSQL's notification queue lock, held through the commit's flush;
+// batched, it is one small transaction for many tasks. Call it only after
+// the task's transaction committed. Should the queue be full, or the
+// process die before sending, other instances' waiters find the task at
+// their next recheck (recheckEvery).
+func (w *waiter) announce(id string) {
+	w.wake(id)
+	select {
+	case w.out <- id:
+	default:
+	}
+}
+
+// send announces queued ids until ctx ends, then flushes what is left.
+func (w *waiter) send(ctx context.Context) {
+	for {
+		var first string
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			for w.flush(fctx, "") {
+			}
+			return
+		case first = <-w.out:
+		}
+		w.flush(ctx, first)
+	}
+}
+
+// flush sends one notification with first (if any) and whatever else is
+// queued, up to announceBatch ids. It reports whether it sent anything.
+func (w *waiter) flush(ctx context.Context, first string) bool {
+	batch := make([]string, 0, announceBatch)
+	if first != "" {
+		batch = append(batch, first)
+	}
+	for len(batch) < announceBatch {
+		select {
+		case id := <-w.out:
+			batch = append(batch, id)
+			continue
+		default:
+		}
+		break
+	}
+	if len(batch) == 0 {
+		return false
+	}
+	if _, err := w.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, finishedChannel, strings.Join(batch, ",")); err != nil {
+		w.log.Warn("announcing finished tasks failed; other instances' waiters will recheck", slog.Int("tasks", len(batch)), slog.String("error", err.Error()))
+	}
+	return true
 }
 
 // subscribe returns a channel that receives a value when the task may have
@@ -55,16 +121,20 @@ func (w *waiter) subscribe(id string) (<-chan struct{}, func()) {
 func (w *waiter) wake(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, set := range w.subs {
-		if id != "" && key != id {
-			continue
-		}
+	signal := func(set map[chan struct{}]struct{}) {
 		for ch := range set {
 			select {
 			case ch <- struct{}{}:
 			default:
 			}
 		}
+	}
+	if id != "" {
+		signal(w.subs[id])
+		return
+	}
+	for _, set := range w.subs {
+		signal(set)
 	}
 }
 
@@ -77,6 +147,12 @@ func (w *waiter) run(ctx context.Context) {
 	done := w.done
 	w.mu.Unlock()
 	defer close(done)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		w.send(ctx)
+	}()
+	defer func() { <-sent }()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := w.listen(ctx)
@@ -110,7 +186,9 @@ func (w *waiter) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w.wake(n.Payload)
+		for id := range strings.SplitSeq(n.Payload, ",") {
+			w.wake(id)
+		}
 	}
 }
 

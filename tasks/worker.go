@@ -376,7 +376,7 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 		}
 		fail := func(f Failure, jc journalCounts) error {
 			alerts, err := s.endJob(ctx, tx, r, t, f, jc)
-			final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
+			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 			return err
 		}
 		m, prov, err := s.modelOf(t)
@@ -407,7 +407,7 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 		}
 		if t.CancelRequested {
 			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
-			final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
+			final = &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
 			if err != nil {
 				return err
 			}
@@ -588,7 +588,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 
 	var after error
 	var final *outcome
-	breakerOpened := false
+	breakerOpened, blocked := false, false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, b.task.ID)
 		if err != nil {
@@ -657,7 +657,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			if err != nil {
 				return err
 			}
-			final = &outcome{status: status, created: t.CreatedAt, alerts: alerts}
+			final = &outcome{taskID: t.ID, status: status, created: t.CreatedAt, alerts: alerts}
 			log.Info("task finished", slog.String("final_status", string(status)))
 			return nil
 		}
@@ -670,7 +670,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			if err != nil {
 				return err
 			}
-			final = &outcome{status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
+			final = &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
 			err = r.complete(ctx, tx)
 			return err
 		}
@@ -682,10 +682,8 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		}
 		requeue := func(waitReason *Failure) error {
 			_, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', error = $2, updated_at = now() WHERE id = $1`, t.ID, waitReason)
-			if err == nil && waitReason != nil {
-				// Synchronous callers stop waiting on a blocked task.
-				_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, finishedChannel, t.ID)
-			}
+			// Synchronous callers stop waiting on a blocked task.
+			blocked = waitReason != nil
 			return err
 		}
 		switch {
@@ -752,7 +750,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		if err != nil {
 			return err
 		}
-		final = &outcome{status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
+		final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 		log.Info("task finished", slog.String("final_status", string(StatusFailed)), slog.String("code", f.Code))
 		err = r.complete(ctx, tx)
 		return err
@@ -771,6 +769,9 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 	if breakerOpened {
 		s.cfg.Metrics.BreakerOpened(b.model.Provider)
 	}
+	if blocked {
+		s.waiter.announce(b.task.ID)
+	}
 	s.observe(final)
 	return after
 }
@@ -778,16 +779,18 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 // outcome is a task's end, recorded on metrics once its transaction has
 // committed.
 type outcome struct {
+	taskID  string
 	status  Status
 	code    string
 	created time.Time
 	alerts  []budget.Alert
 }
 
-// observe records a committed end: metrics, and budget alerts the
-// settlement crossed.
+// observe records a committed end: waiters are told, metrics counted, and
+// budget alerts the settlement crossed fired.
 func (s *Service) observe(o *outcome) {
 	if o != nil {
+		s.waiter.announce(o.taskID)
 		s.cfg.Metrics.TaskFinished(string(o.status), o.code, s.cfg.Now().Sub(o.created))
 		s.cfg.Alerter.Fire(o.alerts)
 	}
@@ -911,20 +914,18 @@ func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, ambiguous i
 	return alerts, nil
 }
 
-// finish ends the task and announces it to waiting pollers, in one
-// statement; a succeeded result's sealed output is stored with it.
+// finish ends the task in one statement; a succeeded result's sealed output
+// is stored with it. Its outcome, observed after commit, announces it to
+// waiting pollers.
 func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Result, f *Failure) error {
 	var sealed []byte
 	if res != nil {
 		sealed = res.sealedOutput
 	}
 	_, err := tx.Exec(ctx, `
-		WITH u AS (
-			UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
-			       finished_at = now(), updated_at = now()
-			WHERE id = $1 RETURNING id
-		)
-		SELECT pg_notify($6, id::text) FROM u`, id, string(status), res, f, sealed, finishedChannel)
+		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
+		       finished_at = now(), updated_at = now()
+		WHERE id = $1`, id, string(status), res, f, sealed)
 	return err
 }
 
