@@ -144,6 +144,11 @@ const maintenanceQueue = "maintenance"
 // queueFor is the River queue of a provider key.
 func queueFor(providerKey string) string { return "provider_" + providerKey }
 
+// querier is what reads need of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // Service creates, reads and runs tasks.
 type Service struct {
 	digestKey []byte // keys the digests of the hash-only policy
@@ -303,6 +308,22 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		deadline = time.Duration(req.DeadlineS) * time.Second
 	}
 
+	// A retry is answered from one read, before any redaction, sealing or
+	// transaction: retries are frequent and must stay cheap. A key not
+	// found here may still be taken by a concurrent request by the time the
+	// insert runs; the unique constraint decides that race below.
+	if existing, hashOK, err := s.existing(ctx, s.pool, owner, key, hash); err == nil {
+		if !hashOK {
+			s.cfg.Metrics.TaskSubmitted("conflict")
+			return Created{}, ErrIdempotencyKeyReused
+		}
+		s.reveal(&existing)
+		s.cfg.Metrics.TaskSubmitted("replayed")
+		return Created{Task: existing, Replayed: true}, nil
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return Created{}, fmt.Errorf("tasks: create: %w", err)
+	}
+
 	var out Created
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var policy string
@@ -390,8 +411,10 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 	return out, nil
 }
 
-func (s *Service) existing(ctx context.Context, tx pgx.Tx, owner, key string, hash []byte) (Task, bool, error) {
-	rows, err := tx.Query(ctx, `SELECT `+taskColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
+// existing reads the owner's task under key and whether its request hash
+// is hash; pgx.ErrNoRows when there is none. q is the pool or a transaction.
+func (s *Service) existing(ctx context.Context, q querier, owner, key string, hash []byte) (Task, bool, error) {
+	rows, err := q.Query(ctx, `SELECT `+taskColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
 		owner, key, hash)
 	if err != nil {
 		return Task{}, false, err

@@ -278,10 +278,8 @@ const attemptStateSQL = `
 		FROM task_attempts a WHERE a.task_id = tasks.id) j
 	WHERE tasks.id = $1`
 
-func readAttemptState(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, id, suffix string) (attemptState, error) {
-	rows, err := q.Query(ctx, attemptStateSQL+suffix, id)
+func readAttemptState(ctx context.Context, q querier, id string) (attemptState, error) {
+	rows, err := q.Query(ctx, attemptStateSQL, id)
 	if err != nil {
 		return attemptState{}, err
 	}
@@ -329,7 +327,7 @@ func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt
 // beginQuick is a River run's happy path: two reads and no transaction. It
 // returns nil when the transactional path must decide.
 func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error) {
-	st, err := readAttemptState(ctx, s.pool, r.taskID, "")
+	st, err := readAttemptState(ctx, s.pool, r.taskID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
@@ -392,7 +390,7 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 		if err := s.markInterrupted(ctx, tx, t, m, prov, r); err != nil {
 			return err
 		}
-		st, err := readAttemptState(ctx, tx, t.ID, "")
+		st, err := readAttemptState(ctx, tx, t.ID)
 		if err != nil {
 			return err
 		}
@@ -515,7 +513,7 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m cata
 		return err
 	}
 	if len(r.errors) > 0 {
-		st, err := readAttemptState(ctx, tx, t.ID, "")
+		st, err := readAttemptState(ctx, tx, t.ID)
 		if err != nil {
 			return err
 		}
