@@ -86,3 +86,50 @@ func (m *pgMeter) backendPIDs(ctx context.Context) ([]int, error) {
 	}
 	return pids, nil
 }
+
+// hostCPU is the machine's CPU time so far, all CPUs together: busy (every
+// state but idle and iowait) and total.
+func hostCPU() (busy, total time.Duration, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat reads the aggregate "cpu" line of /proc/stat: user, nice,
+// system, idle, iowait, irq, softirq and steal, in clock ticks (guest time
+// is already counted in user).
+func parseProcStat(stat string) (busy, total time.Duration, err error) {
+	for line := range strings.Lines(stat) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "cpu" {
+			continue
+		}
+		if len(f) < 9 {
+			return 0, 0, fmt.Errorf("bench: short /proc/stat cpu line %q", strings.TrimSpace(line))
+		}
+		var ticks [8]int64
+		for i := range ticks {
+			if ticks[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+				return 0, 0, fmt.Errorf("bench: unreadable /proc/stat cpu line %q", strings.TrimSpace(line))
+			}
+		}
+		var sum int64
+		for _, t := range ticks {
+			sum += t
+		}
+		idle := ticks[3] + ticks[4]
+		return time.Duration(sum-idle) * clockTick, time.Duration(sum) * clockTick, nil
+	}
+	return 0, 0, fmt.Errorf("bench: /proc/stat has no cpu line")
+}
+
+// selfCPU is this process's CPU time so far, or 0 when unreadable.
+func selfCPU() time.Duration {
+	d, err := procCPU(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return d
+}

@@ -1,6 +1,12 @@
 // Package bench measures Tollgate end to end against the ceiling Postgres
 // sets on the same machine: the harness behind `make bench` (issue 9).
 //
+// It runs three of the issue's scenarios (see ParseScenarios): sustained
+// throughput, thousands of tasks in flight against a slow model (memory and
+// goroutines must not grow with queued work), and replayed duplicate POSTs
+// and GET polls from closed-loop clients (where the machine's CPU went per
+// request).
+//
 // It owns the load generator (open loop at fixed arrival rates, so a slow
 // server cannot slow the arrivals down and hide its own latency), the
 // latency-injecting proxy that stands in for a slow model in front of the

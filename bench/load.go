@@ -56,6 +56,7 @@ func newLoadClient(baseURL, apiKey string, pollInterval, taskTimeout time.Durati
 type taskView struct {
 	ID         string     `json:"id"`
 	Status     string     `json:"status"`
+	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 }
 
@@ -187,29 +188,55 @@ func (c *loadClient) task(ctx context.Context, due time.Time, key string, model 
 
 // do sends one API request and returns its status and body.
 func (c *loadClient) do(ctx context.Context, method, path, idempotencyKey string) (int, []byte, error) {
+	r, err := c.send(ctx, apiRequest{method: method, path: path, idempotencyKey: idempotencyKey})
+	return r.status, r.body, err
+}
+
+// apiRequest is one call of Tollgate's API. A POST carries taskBody.
+type apiRequest struct {
+	method, path   string
+	idempotencyKey string // POST only
+	prefer         string // a Prefer header, e.g. "wait=30"; "" for none
+}
+
+// apiResponse is what the load generator keeps of an answer.
+type apiResponse struct {
+	status int
+	// replayed is the Idempotent-Replayed header of a POST: "true" when the
+	// server answered with a task it already had.
+	replayed string
+	body     []byte
+}
+
+// send sends one API request and reads the whole answer, so that the
+// connection is reused.
+func (c *loadClient) send(ctx context.Context, r apiRequest) (apiResponse, error) {
 	var body io.Reader
-	if method == http.MethodPost {
+	if r.method == http.MethodPost {
 		body = bytes.NewReader([]byte(taskBody))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
+	req, err := http.NewRequestWithContext(ctx, r.method, c.baseURL+r.path, body)
 	if err != nil {
-		return 0, nil, err
+		return apiResponse{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", idempotencyKey)
+		req.Header.Set("Idempotency-Key", r.idempotencyKey)
+	}
+	if r.prefer != "" {
+		req.Header.Set("Prefer", r.prefer)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, netError(err)
+		return apiResponse{}, netError(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, nil, netError(err)
+		return apiResponse{}, netError(err)
 	}
-	return resp.StatusCode, b, nil
+	return apiResponse{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed"), body: b}, nil
 }
 
 // netError shortens transport errors to a category, so that errors group

@@ -55,11 +55,19 @@ func TestParseMetrics(t *testing.T) {
 	}{
 		{"empty", "", map[string]float64{}},
 		{
-			"unlabelled samples only",
+			"unlabelled samples",
 			"# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\ngo_goroutines 42\n" +
-				"go_gc_duration_seconds{quantile=\"0.5\"} 1e-05\nprocess_resident_memory_bytes 2.5e+07\n",
+				"process_resident_memory_bytes 2.5e+07\n",
 			map[string]float64{"go_goroutines": 42, "process_resident_memory_bytes": 2.5e7},
 		},
+		{
+			"labelled samples are summed per metric",
+			"tollgate_queue_depth{provider_key=\"a\"} 3\ntollgate_queue_depth{provider_key=\"b\"} 4\n" +
+				"tollgate_tasks_finished_total{status=\"succeeded\",code=\"\"} 10\ntollgate_tasks_finished_total{status=\"failed\",code=\"x\"} 2\n",
+			map[string]float64{"tollgate_queue_depth": 7, "tollgate_tasks_finished_total": 12},
+		},
+		{"a label value with spaces and braces", "m{reason=\"a } b\"} 5 1700000000000\n", map[string]float64{"m": 5}},
+		{"an unclosed label set is skipped", "m{a=\"b\" 5\n", map[string]float64{}},
 		{"a timestamp is dropped", "up 1 1700000000000\n", map[string]float64{"up": 1}},
 		{"unparseable values are skipped", "a NaNx\nb\n", map[string]float64{}},
 	}

@@ -20,8 +20,13 @@ import (
 // without restarting anything.
 type Proxy struct {
 	delay atomic.Int64 // nanoseconds
-	ln    net.Listener
-	srv   *http.Server
+	// inFlight counts the calls the proxy holds or forwards right now, and
+	// peak the most at once since the last ResetPeak: how many model calls
+	// Tollgate really had open, whatever its worker pool is set to.
+	inFlight atomic.Int64
+	peak     atomic.Int64
+	ln       net.Listener
+	srv      *http.Server
 }
 
 // StartProxy listens on addr and forwards to upstream (scheme and host; the
@@ -54,6 +59,8 @@ func StartProxy(addr, upstream string) (*Proxy, error) {
 	}
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.enter()
+			defer p.inFlight.Add(-1)
 			if d := time.Duration(p.delay.Load()); d > 0 {
 				t := time.NewTimer(d)
 				select {
@@ -76,6 +83,26 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetDelay sets the delay of every call from now on.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// enter counts a call in and raises the peak if it is a new high.
+func (p *Proxy) enter() {
+	n := p.inFlight.Add(1)
+	for {
+		old := p.peak.Load()
+		if n <= old || p.peak.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// InFlight is the number of model calls open through the proxy now.
+func (p *Proxy) InFlight() int { return int(p.inFlight.Load()) }
+
+// Peak is the most model calls open at once since the last ResetPeak.
+func (p *Proxy) Peak() int { return int(p.peak.Load()) }
+
+// ResetPeak starts a new peak from the calls open now.
+func (p *Proxy) ResetPeak() { p.peak.Store(p.inFlight.Load()) }
 
 // Close stops the proxy, waiting for calls in flight until ctx ends.
 func (p *Proxy) Close(ctx context.Context) error {

@@ -18,14 +18,19 @@ import (
 
 // Report is a whole run, as written to bench/results/*.json.
 type Report struct {
-	StartedAt  time.Time   `json:"started_at"`
-	FinishedAt time.Time   `json:"finished_at"`
-	Machine    Machine     `json:"machine"`
-	Config     ConfigView  `json:"config"`
-	Notes      []string    `json:"notes"`
-	Ceiling    *Ceiling    `json:"ceiling,omitempty"`
-	Steps      []Step      `json:"steps"`
-	Summary    []Sustained `json:"summary"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt time.Time  `json:"finished_at"`
+	Machine    Machine    `json:"machine"`
+	Scenarios  []string   `json:"scenarios"`
+	Config     ConfigView `json:"config"`
+	Notes      []string   `json:"notes"`
+	// Throughput (scenario 1).
+	Ceiling *Ceiling    `json:"ceiling,omitempty"`
+	Steps   []Step      `json:"steps"`
+	Summary []Sustained `json:"summary"`
+	// InFlight is scenario 2 and Duplicates scenario 3, when run.
+	InFlight   *InFlightResult   `json:"in_flight,omitempty"`
+	Duplicates *DuplicatesResult `json:"duplicates,omitempty"`
 }
 
 // Step is one rate at one model latency.
@@ -86,20 +91,40 @@ type Sustained struct {
 
 // ConfigView is the configuration as reported: no key.
 type ConfigView struct {
-	BaseURL           string    `json:"base_url"`
-	Rates             []float64 `json:"rates"`
-	DurationS         float64   `json:"duration_s"`
-	ProviderLatencyMS []float64 `json:"provider_latency_ms"`
-	ProxyAddr         string    `json:"proxy_addr"`
-	Upstream          string    `json:"upstream"`
-	ServerPID         int       `json:"server_pid"`
-	PollIntervalMS    float64   `json:"poll_interval_ms"`
-	TaskTimeoutS      float64   `json:"task_timeout_s"`
-	WarmupS           float64   `json:"warmup_s"`
-	SettleS           float64   `json:"settle_s"`
-	AdmissionSLOMS    float64   `json:"admission_slo_ms"`
-	PGBenchClients    []int     `json:"pgbench_clients,omitempty"`
-	PGBenchDurationS  float64   `json:"pgbench_duration_s,omitempty"`
+	BaseURL           string          `json:"base_url"`
+	Rates             []float64       `json:"rates"`
+	DurationS         float64         `json:"duration_s"`
+	ProviderLatencyMS []float64       `json:"provider_latency_ms"`
+	ProxyAddr         string          `json:"proxy_addr"`
+	Upstream          string          `json:"upstream"`
+	ServerPID         int             `json:"server_pid"`
+	PollIntervalMS    float64         `json:"poll_interval_ms"`
+	TaskTimeoutS      float64         `json:"task_timeout_s"`
+	WarmupS           float64         `json:"warmup_s"`
+	SettleS           float64         `json:"settle_s"`
+	AdmissionSLOMS    float64         `json:"admission_slo_ms"`
+	PGBenchClients    []int           `json:"pgbench_clients,omitempty"`
+	PGBenchDurationS  float64         `json:"pgbench_duration_s,omitempty"`
+	ServerWorkers     int             `json:"server_workers,omitempty"`
+	InFlight          *InFlightView   `json:"in_flight,omitempty"`
+	Duplicates        *DuplicatesView `json:"duplicates,omitempty"`
+}
+
+// InFlightView is scenario 2's configuration as reported.
+type InFlightView struct {
+	Tasks          int     `json:"tasks"`
+	ModelLatencyMS float64 `json:"model_latency_ms"`
+	Clients        int     `json:"clients"`
+	Rate           float64 `json:"rate"`
+	TimeoutS       float64 `json:"timeout_s"`
+}
+
+// DuplicatesView is scenario 3's configuration as reported.
+type DuplicatesView struct {
+	Keys      int     `json:"keys"`
+	Clients   []int   `json:"clients"`
+	DurationS float64 `json:"duration_s"`
+	WarmupS   float64 `json:"warmup_s"`
 }
 
 func viewOf(c Config) ConfigView {
@@ -114,6 +139,15 @@ func viewOf(c Config) ConfigView {
 	}
 	if c.Ceiling != nil {
 		v.PGBenchClients, v.PGBenchDurationS = c.Ceiling.Clients, c.Ceiling.Duration.Seconds()
+	}
+	v.ServerWorkers = c.ServerWorkers
+	if c.runs(ScenarioInFlight) {
+		f := c.InFlight
+		v.InFlight = &InFlightView{Tasks: f.Tasks, ModelLatencyMS: ms(f.ModelLatency), Clients: f.Clients, Rate: f.Rate, TimeoutS: f.Timeout.Seconds()}
+	}
+	if c.runs(ScenarioDuplicates) {
+		d := c.Duplicates
+		v.Duplicates = &DuplicatesView{Keys: d.Keys, Clients: d.Clients, DurationS: d.Duration.Seconds(), WarmupS: max(d.Warmup, 0).Seconds()}
 	}
 	return v
 }
@@ -232,8 +266,20 @@ func (p *printer) header(r *Report) {
 	p.line("tollbench: %s, %d CPUs (%s), %d MB, Linux %s, %s, PostgreSQL %s, revision %s", m.Hostname, m.CPUs, m.CPUModel,
 		m.MemTotalMB, m.Kernel, m.Go, m.Postgres, m.Revision)
 	c := r.Config
-	p.line("target %s; rates %v/s for %gs each; model latency %v ms; poll every %g ms; admission SLO %g ms\n",
-		c.BaseURL, c.Rates, c.DurationS, c.ProviderLatencyMS, c.PollIntervalMS, c.AdmissionSLOMS)
+	p.line("target %s; scenarios %s; TOLLGATE_WORKERS %s", c.BaseURL, strings.Join(r.Scenarios, ", "), orUnknown(c.ServerWorkers))
+	if slices.Contains(r.Scenarios, ScenarioThroughput) {
+		p.line("throughput: rates %v/s for %gs each; model latency %v ms; poll every %g ms; admission SLO %g ms",
+			c.Rates, c.DurationS, c.ProviderLatencyMS, c.PollIntervalMS, c.AdmissionSLOMS)
+	}
+	if f := c.InFlight; f != nil {
+		p.line("in flight: %d tasks at a model latency of %g ms from %d submitters%s; at most %gs",
+			f.Tasks, f.ModelLatencyMS, f.Clients, rateNote(f.Rate), f.TimeoutS)
+	}
+	if d := c.Duplicates; d != nil {
+		p.line("duplicates: %d tasks, replayed and polled by %v closed-loop clients for %gs each after %gs of warm-up",
+			d.Keys, d.Clients, d.DurationS, d.WarmupS)
+	}
+	p.line("")
 }
 
 func (p *printer) ceilingRun(r CeilingRun) {
@@ -323,6 +369,7 @@ func (p *printer) summary(r *Report) {
 		p.line("  model %s: sustained %.1f tasks/s at %g/s offered, admission p99 %.1f ms%s%s",
 			lat, s.TasksPerS, s.Rate, s.AdmissionP99MS, ratio, note)
 	}
+	p.scenariosSummary(r)
 	for _, n := range r.Notes {
 		p.line("  note: %s", n)
 	}

@@ -22,7 +22,10 @@ type Config struct {
 	BaseURL string // Tollgate's API root, e.g. http://127.0.0.1:18480 (required)
 	APIKey  string // a client key with a budget that will not run out (required)
 
-	Rates             []float64       // arrivals per second, one step each (required)
+	// Scenarios are the scenarios to run (see ParseScenarios); default
+	// throughput only. The fields below up to Ceiling are throughput's.
+	Scenarios         []string
+	Rates             []float64       // arrivals per second, one step each (required for throughput)
 	Duration          time.Duration   // arrivals per step; default 20s
 	ProviderLatencies []time.Duration // model latencies; every rate runs at each; default 0
 	// ProxyAddr is where the latency proxy listens; Tollgate's
@@ -34,9 +37,15 @@ type Config struct {
 	// fake's memory stays flat. "" for none.
 	Upstream string
 
-	ServerPID   int    // the tollgate serve process, for RSS; 0 reads its metric instead
-	DatabaseURL string // Tollgate's database, for the Postgres cost; "" skips it
-	Ceiling     *CeilingConfig
+	InFlight   InFlightConfig
+	Duplicates DuplicatesConfig
+
+	ServerPID int // the tollgate serve process, for RSS; 0 reads its metric instead
+	// ServerWorkers is the TOLLGATE_WORKERS serve runs with, 0 if unknown:
+	// it bounds the model calls in flight, so the analysis needs it.
+	ServerWorkers int
+	DatabaseURL   string // Tollgate's database, for the Postgres cost; "" skips it
+	Ceiling       *CeilingConfig
 
 	PollInterval time.Duration // between GETs of an unfinished task; default 20ms
 	TaskTimeout  time.Duration // a task not finished this long after its arrival is an error; default 60s
@@ -56,7 +65,10 @@ func (c *Config) defaults() error {
 	if c.BaseURL == "" || c.APIKey == "" {
 		return errors.New("bench: the API URL and key are required")
 	}
-	if len(c.Rates) == 0 {
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = []string{ScenarioThroughput}
+	}
+	if len(c.Rates) == 0 && c.runs(ScenarioThroughput) {
 		return errors.New("bench: at least one rate is required")
 	}
 	for _, r := range c.Rates {
@@ -71,8 +83,21 @@ func (c *Config) defaults() error {
 		if l < 0 {
 			return fmt.Errorf("bench: provider latency %v must be >= 0", l)
 		}
-		if l > 0 && c.ProxyAddr == "" {
+		if l > 0 && c.ProxyAddr == "" && c.runs(ScenarioThroughput) {
 			return fmt.Errorf("bench: provider latency %v needs the latency proxy (-proxy-addr)", l)
+		}
+	}
+	if c.runs(ScenarioInFlight) {
+		if err := c.InFlight.defaults(); err != nil {
+			return err
+		}
+		if c.ProxyAddr == "" {
+			return fmt.Errorf("bench: the in-flight scenario's model latency %v needs the latency proxy (-proxy-addr)", c.InFlight.ModelLatency)
+		}
+	}
+	if c.runs(ScenarioDuplicates) {
+		if err := c.Duplicates.defaults(); err != nil {
+			return err
 		}
 	}
 	if c.ProxyAddr != "" && c.Upstream == "" {
@@ -115,16 +140,17 @@ func Workers(rates []float64, latencies []time.Duration) int {
 	return min(max(n, 100), 10000)
 }
 
-// Run measures Tollgate at every provider latency and rate of cfg, and the
-// ceiling when cfg.Ceiling is set, printing each result to w as it comes.
-// It returns the report, or an error when the server never becomes healthy
-// or a measurement cannot be taken; a step with failed tasks is a result,
-// not an error.
+// Run runs the scenarios of cfg, printing each result to w as it comes:
+// throughput (every provider latency and rate, and the ceiling when
+// cfg.Ceiling is set), in flight, duplicates. It returns the report, or an
+// error when the server never becomes healthy or a measurement cannot be
+// taken (with the report so far); failed tasks and requests are results,
+// not errors.
 func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &Report{StartedAt: time.Now().UTC(), Config: viewOf(cfg)}
+	rep := &Report{StartedAt: time.Now().UTC(), Scenarios: cfg.Scenarios, Config: viewOf(cfg)}
 	p := &printer{w: w}
 
 	var proxy *Proxy
@@ -143,14 +169,27 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		return nil, err
 	}
 
-	rep.Notes = append(rep.Notes,
-		"latencies are measured from each arrival's due time (open loop), so queueing anywhere counts",
-		fmt.Sprintf("e2e is when polling (every %s) saw the task finished; added = arrival to the task's finished_at (the finishing transaction's start, by the server's clock) minus the model latency", cfg.PollInterval),
-		"commit/t counts every transaction in Tollgate's database, read-only ones (auth, polls) included; wxact/t counts transactions that wrote",
-		"FPI/t is the full-page-image share of WAL/t, set by when checkpoints ran rather than by the work",
-		"cpu ms/t is CPU per task of the server process / of the Postgres backends serving it, over the step and its settle pause",
-		"load is the host's 1-minute load average after the step: above the CPU count, other work competed with the benchmark",
-	)
+	if cfg.runs(ScenarioThroughput) {
+		rep.Notes = append(rep.Notes,
+			"latencies are measured from each arrival's due time (open loop), so queueing anywhere counts",
+			fmt.Sprintf("e2e is when polling (every %s) saw the task finished; added = arrival to the task's finished_at (the finishing transaction's start, by the server's clock) minus the model latency", cfg.PollInterval),
+			"commit/t counts every transaction in Tollgate's database, read-only ones (auth, polls) included; wxact/t counts transactions that wrote",
+			"FPI/t is the full-page-image share of WAL/t, set by when checkpoints ran rather than by the work",
+			"cpu ms/t is CPU per task of the server process / of the Postgres backends serving it, over the step and its settle pause",
+			"load is the host's 1-minute load average after the step: above the CPU count, other work competed with the benchmark",
+		)
+	}
+	if cfg.runs(ScenarioInFlight) {
+		rep.Notes = append(rep.Notes,
+			"in flight: tasks are followed through the server's metrics (tollgate_tasks_finished_total, tollgate_queue_depth) once a second, then each is read once after the drain; queue = unfinished jobs, running ones included; calls = model calls open at the latency proxy",
+		)
+	}
+	if cfg.runs(ScenarioDuplicates) {
+		rep.Notes = append(rep.Notes,
+			"duplicates: closed loop, so latency is per request as each client saw it and req/s is answers per second over the measured window (warm-up excluded)",
+			"duplicates: cpu is over the measured window, in CPUs and per request: the server, its Postgres backends, tollbench itself (it shares the machine), and every other process; projected = CPUs × 1000 / (server + Postgres ms per request)",
+		)
+	}
 	var conn *pgx.Conn
 	var meter *pgMeter
 	var stmts *statements
@@ -175,6 +214,39 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	}
 	p.header(rep)
 
+	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.TaskTimeout, cfg.MaxInFlight)
+	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if cfg.runs(ScenarioThroughput) {
+		if err := s.throughput(ctx, rep, p); err != nil {
+			return rep, err
+		}
+	} else if cfg.Ceiling != nil {
+		rep.Notes = append(rep.Notes, "no ceiling: only the throughput scenario is compared with it")
+	}
+	if cfg.runs(ScenarioInFlight) {
+		res, err := s.inFlight(ctx, p)
+		rep.InFlight = &res
+		if err != nil {
+			return rep, err
+		}
+		p.inFlight(res)
+	}
+	if cfg.runs(ScenarioDuplicates) {
+		res, err := s.duplicates(ctx, p)
+		rep.Duplicates = &res
+		if err != nil {
+			return rep, err
+		}
+	}
+	rep.FinishedAt = time.Now().UTC()
+	p.summary(rep)
+	return rep, nil
+}
+
+// throughput runs scenario 1: the ceiling, the warm-up, then every rate at
+// every provider latency, into rep.
+func (s *stepper) throughput(ctx context.Context, rep *Report, p *printer) error {
+	cfg := s.cfg
 	if cfg.Ceiling != nil {
 		p.line("ceiling: pgbench running %s on a scratch database, %s per client count", cfg.Ceiling.Script, cfg.Ceiling.Duration)
 		c, err := runCeiling(ctx, *cfg.Ceiling, p.ceilingRun)
@@ -184,21 +256,18 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 			rep.Notes = append(rep.Notes, "no ceiling: "+err.Error())
 			p.line("ceiling skipped: %v\n", err)
 		case err != nil:
-			return nil, err
+			return err
 		default:
 			rep.Ceiling = &c
 			p.line("ceiling: %.1f tasks/s at %d clients\n", c.BestTPS, c.BestClients)
 		}
 	}
-
-	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.TaskTimeout, cfg.MaxInFlight)
-	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if cfg.Warmup > 0 {
 		p.line("warm-up: %s at %v/s, not recorded", cfg.Warmup, cfg.Rates[0])
 		s.setLatency(0)
-		load.run(ctx, cfg.Rates[0], cfg.Warmup, 0, s.runID+"-warmup-")
+		s.load.run(ctx, cfg.Rates[0], cfg.Warmup, 0, s.runID+"-warmup-")
 		if err := sleepUntil(ctx, time.Now().Add(cfg.Settle)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, lat := range cfg.ProviderLatencies {
@@ -206,7 +275,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		for _, rate := range cfg.Rates {
 			st, err := s.step(ctx, lat, rate)
 			if err != nil {
-				return rep, err
+				return err
 			}
 			if rep.Ceiling != nil && rep.Ceiling.BestTPS > 0 {
 				st.CeilingRatio = st.TasksPerS / rep.Ceiling.BestTPS
@@ -216,9 +285,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		}
 	}
 	rep.Summary = summarize(rep)
-	rep.FinishedAt = time.Now().UTC()
-	p.summary(rep)
-	return rep, nil
+	return nil
 }
 
 // stepper runs the measured steps.

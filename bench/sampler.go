@@ -36,6 +36,10 @@ type sampler struct {
 	client      *http.Client
 	rssEvery    time.Duration
 	scrapeEvery time.Duration
+	// onScrape, when set, sees every successful scrape: its time, the
+	// metrics (see parseMetrics) and the readings so far. It runs on the
+	// sampler's goroutine.
+	onScrape func(at time.Time, m map[string]float64, r Resources)
 }
 
 func newSampler(pid int, metricsURL string) *sampler {
@@ -58,16 +62,16 @@ func (s *sampler) run(ctx context.Context) Resources {
 	defer rssTick.Stop()
 	scrapeTick := time.NewTicker(s.scrapeEvery)
 	defer scrapeTick.Stop()
-	s.scrape(ctx, &r)
 	s.rss(&r)
+	s.scrape(ctx, &r)
 	for {
 		select {
 		case <-ctx.Done():
 			// One last reading, after the step, on a fresh context.
 			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s.rss(&r)
 			s.scrape(fctx, &r)
 			cancel()
-			s.rss(&r)
 			r.HostLoad = loadAverage()
 			return r
 		case <-rssTick.C:
@@ -105,6 +109,9 @@ func (s *sampler) scrape(ctx context.Context, r *Resources) {
 			r.RSSPeakMB = max(r.RSSPeakMB, r.RSSEndMB)
 		}
 	}
+	if s.onScrape != nil {
+		s.onScrape(time.Now(), m, *r)
+	}
 }
 
 // metrics scrapes the unlabelled samples of a Prometheus text exposition.
@@ -128,24 +135,37 @@ func (s *sampler) metrics(ctx context.Context) (map[string]float64, error) {
 	return parseMetrics(body), nil
 }
 
-// parseMetrics returns the samples without labels ("name value") of a
-// Prometheus text exposition; comments and labelled samples are skipped.
+// parseMetrics returns each metric of a Prometheus text exposition with
+// its value summed over its label sets: a metric without labels as it is,
+// tollgate_queue_depth{provider_key=...} as the depth of every queue
+// together. Sums mean something for counters and gauges only; they are what
+// the samplers read. Comments and unparseable lines are skipped.
 func parseMetrics(body []byte) map[string]float64 {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "" || line[0] == '#' || strings.ContainsRune(line, '{') {
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, val, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
+		var name, val string
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			// Label values may hold spaces; the value follows the last '}'.
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				continue
+			}
+			name, val = line[:i], line[j+1:]
+		} else {
+			var ok bool
+			if name, val, ok = strings.Cut(line, " "); !ok {
+				continue
+			}
 		}
 		val, _, _ = strings.Cut(strings.TrimSpace(val), " ") // drop a timestamp
 		if f, err := strconv.ParseFloat(val, 64); err == nil {
-			out[name] = f
+			out[name] += f
 		}
 	}
 	return out

@@ -11,34 +11,53 @@
 #      (logs in bench/results/*.log) with MODEL_BASE_URL pointing at the
 #      latency proxy that tollbench runs in front of the fake, and
 #      TOLLGATE_WORKERS sized for the highest rate and latency;
-#   3. runs tollbench, which measures the ceiling, then every rate at every
-#      model latency, prints a table per latency and a summary, and writes
-#      bench/results/latest.json;
+#   3. runs tollbench with the scenarios of $BENCH_SCENARIOS (issue 9):
+#      throughput (the default) measures the ceiling, then every rate at
+#      every model latency, and prints a table per latency; inflight submits
+#      $BENCH_INFLIGHT_TASKS tasks against a $BENCH_INFLIGHT_LATENCY model
+#      and samples the server's RSS and goroutines until all finished;
+#      duplicates creates $BENCH_DUP_KEYS tasks, then replays their POSTs
+#      and polls them with GETs from closed-loop clients. It prints a
+#      summary and writes bench/results/latest.json;
 #   4. stops what it started, however it exits.
 #
 # Safe to repeat: the databases are dropped and recreated each run. Two runs
 # at once on one machine collide (same databases and ports).
 #
 # env (all optional):
+#   BENCH_SCENARIOS        throughput,inflight,duplicates or all (throughput)
 #   BENCH_RATES            arrival rates per second        (20,50,100,200)
 #   BENCH_DURATION         arrivals per step                (20s)
 #   BENCH_LATENCIES        model latencies                  (0ms,1s)
 #   BENCH_PGBENCH_CLIENTS  pgbench client counts            (1,2,4,8,16)
 #   BENCH_PGBENCH_DURATION pgbench run per client count     (10s)
-#   BENCH_WORKERS          TOLLGATE_WORKERS                 (sized by tollbench)
-#   BENCH_POOL_MAX_CONNS   serve's pgx pool size            (pgx's default: max(4, CPUs))
+#   BENCH_INFLIGHT_TASKS   inflight: tasks submitted        (10000)
+#   BENCH_INFLIGHT_LATENCY inflight: model latency          (5s)
+#   BENCH_INFLIGHT_CLIENTS inflight: concurrent submitters  (64)
+#   BENCH_DUP_KEYS         duplicates: tasks replayed       (1000)
+#   BENCH_DUP_CLIENTS      duplicates: client counts        (128)
+#   BENCH_DUP_DURATION     duplicates: measured per run     (20s)
+#   BENCH_WORKERS          TOLLGATE_WORKERS                 (sized by tollbench for the rates)
+#   BENCH_POOL_MAX_CONNS   serve's pgx pool size            (serve's default, 20)
 #   BENCH_PG               PostgreSQL root URL              (postgres://postgres@127.0.0.1:5432)
 #   BENCH_DB               database name                    (tollgate_bench)
 #   BENCH_ADDR             serve's address                  (127.0.0.1:18480)
 #   BENCH_FAKE_ADDR        fake provider's address          (127.0.0.1:18490)
 #   BENCH_PROXY_ADDR       latency proxy's address          (127.0.0.1:18491)
-#   BENCH_ARGS             more tollbench flags, e.g. "-settle 5s"
+#   BENCH_RESULTS          report and logs directory        (bench/results)
+#   BENCH_BIN              where tollgate and tollbench are (bin; make bench builds them there)
+#   BENCH_ARGS             more tollbench flags, e.g. "-settle 5s" or "-inflight-rate 500"
+#
+# e.g. scenarios 2 and 3 only, small:
+#   make bench BENCH_SCENARIOS=inflight,duplicates BENCH_INFLIGHT_TASKS=1000 BENCH_DUP_DURATION=10s
 #
 # usage: scripts/bench.sh   (from the repository root; make bench does it)
 set -euo pipefail
 
-readonly tollgate=bin/tollgate tollbench=bin/tollbench
-readonly results=bench/results
+bin=${BENCH_BIN:-bin}
+readonly tollgate=$bin/tollgate tollbench=$bin/tollbench
+results=${BENCH_RESULTS:-bench/results}
+scenarios=${BENCH_SCENARIOS:-throughput}
 rates=${BENCH_RATES:-20,50,100,200}
 duration=${BENCH_DURATION:-20s}
 latencies=${BENCH_LATENCIES:-0ms,1s}
@@ -81,10 +100,18 @@ fresh_db() {
 	DATABASE_URL=$(url "$name") "$tollgate" budget set --owner "$owner" --total-micros "$budget_micros" >/dev/null
 }
 
+# Only the throughput scenario compares with the pgbench ceiling.
+ceiling_args=()
+case ",${scenarios// /}," in
+*,throughput,* | *,all,*) ceiling_args=(-ceiling-db "$(url "$ceiling_db")") ;;
+esac
+
 mkdir -p "$results"
-say "recreating databases $db and $ceiling_db"
+say "recreating database $db${ceiling_args[*]:+ and $ceiling_db}"
 fresh_db "$db"
-fresh_db "$ceiling_db"
+if ((${#ceiling_args[@]})); then
+	fresh_db "$ceiling_db"
+fi
 key=$(DATABASE_URL=$(url "$db") "$tollgate" keys create --owner "$owner" --role client)
 
 workers=${BENCH_WORKERS:-$("$tollbench" -print-workers -rates "$rates" -provider-latency "$latencies")}
@@ -122,9 +149,13 @@ say "tollgate serve on $addr (pid $serve_pid, TOLLGATE_WORKERS=$workers, pool_ma
 # BENCH_ARGS is split on purpose: it holds extra flags.
 # shellcheck disable=SC2086
 TOLLBENCH_API_KEY=$key "$tollbench" \
+	-scenarios "$scenarios" -workers "$workers" \
 	-url "http://$addr" -rates "$rates" -duration "$duration" -provider-latency "$latencies" \
 	-proxy-addr "$proxy_addr" -upstream "http://$fake_addr" -server-pid "$serve_pid" \
-	-db "$(url "$db")" -ceiling-db "$(url "$ceiling_db")" -owner "$owner" \
+	-db "$(url "$db")" "${ceiling_args[@]}" -owner "$owner" \
+	-inflight-tasks "${BENCH_INFLIGHT_TASKS:-10000}" -inflight-latency "${BENCH_INFLIGHT_LATENCY:-5s}" \
+	-inflight-clients "${BENCH_INFLIGHT_CLIENTS:-64}" \
+	-dup-keys "${BENCH_DUP_KEYS:-1000}" -dup-clients "${BENCH_DUP_CLIENTS:-128}" -dup-duration "${BENCH_DUP_DURATION:-20s}" \
 	-pgbench-script scripts/pgbench-task.sql \
 	-pgbench-clients "${BENCH_PGBENCH_CLIENTS:-1,2,4,8,16}" -pgbench-duration "${BENCH_PGBENCH_DURATION:-10s}" \
 	-revision "$(git describe --always --dirty 2>/dev/null || echo unknown)" \

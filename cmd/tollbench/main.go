@@ -17,6 +17,13 @@
 // path and reports Tollgate as a fraction of that. The report is also
 // written as JSON (-out).
 //
+// -scenarios picks what to run (issue 9's scenarios 1-3): throughput (the
+// above, the default), inflight (-inflight-tasks submitted against a
+// -inflight-latency model, the server's RSS and goroutines sampled until
+// all finished) and duplicates (-dup-keys tasks created, then replayed by
+// duplicate POSTs and polled by GETs from each of -dup-clients closed-loop
+// clients for -dup-duration).
+//
 // tollbench -print-workers prints the TOLLGATE_WORKERS the given rates and
 // latencies need, for the script to start serve with.
 package main
@@ -64,6 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		pgbenchDur     = fs.Duration("pgbench-duration", 10*time.Second, "pgbench run `length` per client count")
 		out            = fs.String("out", "bench/results/latest.json", "write the report as JSON to `path`; empty for none")
 		printWorkers   = fs.Bool("print-workers", false, "print the TOLLGATE_WORKERS that -rates and -provider-latency need, and exit")
+		scenarios      = fs.String("scenarios", bench.ScenarioThroughput, "`scenarios` to run, comma-separated: throughput, inflight, duplicates, or all")
+		dupClients     = fs.String("dup-clients", "128", "duplicates: closed-loop client `counts`, comma-separated; a replay run and a poll run each")
 	)
 	fs.StringVar(&cfg.BaseURL, "url", "http://127.0.0.1:8080", "Tollgate's API `root`")
 	fs.StringVar(&cfg.APIKey, "key", getenv("TOLLBENCH_API_KEY"), "client API `key` (default $TOLLBENCH_API_KEY)")
@@ -79,6 +88,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&cfg.AdmissionSLO, "admission-slo", 50*time.Millisecond, "a rate counts as sustained only with admission p99 under this")
 	fs.StringVar(&cfg.Revision, "revision", "", "name of the code measured, e.g. git describe --always --dirty (default: the binary's VCS stamp)")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 50000, "tasks followed at once before arrivals are dropped (and counted as errors)")
+	fs.IntVar(&cfg.ServerWorkers, "workers", 0, "the TOLLGATE_WORKERS serve runs with (`n`), for the in-flight analysis; 0 if unknown")
+	fs.IntVar(&cfg.InFlight.Tasks, "inflight-tasks", 10000, "in flight: `tasks` to submit")
+	fs.DurationVar(&cfg.InFlight.ModelLatency, "inflight-latency", 5*time.Second, "in flight: model `latency`")
+	fs.IntVar(&cfg.InFlight.Clients, "inflight-clients", 64, "in flight: concurrent `submitters`")
+	fs.Float64Var(&cfg.InFlight.Rate, "inflight-rate", 0, "in flight: arrivals per second, open loop; 0 submits as fast as admission allows")
+	fs.DurationVar(&cfg.InFlight.Timeout, "inflight-timeout", 15*time.Minute, "in flight: tasks not finished this long after the first arrival are errors")
+	fs.IntVar(&cfg.Duplicates.Keys, "dup-keys", 1000, "duplicates: `tasks` to create, then replay and poll")
+	fs.DurationVar(&cfg.Duplicates.Duration, "dup-duration", 20*time.Second, "duplicates: measured `length` of each run")
+	fs.DurationVar(&cfg.Duplicates.Warmup, "dup-warmup", 2*time.Second, "duplicates: unmeasured start of each run; negative for none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,6 +108,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if cfg.ProviderLatencies, err = parseList(*latencies, "-provider-latency", time.ParseDuration); err != nil {
+		return err
+	}
+	if cfg.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
+		return err
+	}
+	if cfg.Duplicates.Clients, err = parseList(*dupClients, "-dup-clients", strconv.Atoi); err != nil {
 		return err
 	}
 	if *printWorkers {

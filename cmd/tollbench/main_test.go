@@ -22,6 +22,10 @@ func TestRunArguments(t *testing.T) {
 		{"no key", []string{"-url", "http://127.0.0.1:1"}, "", "the API URL and key are required"},
 		{"latency without the proxy", []string{"-key", "k", "-provider-latency", "1s"}, "", "needs the latency proxy"},
 		{"stray argument", []string{"now"}, "", "unexpected arguments"},
+		{"unknown scenario", []string{"-scenarios", "throughput,soak"}, "", `unknown scenario "soak"`},
+		{"bad duplicates clients", []string{"-dup-clients", "64,many"}, "", `-dup-clients: "many" is not valid`},
+		{"in flight without the proxy", []string{"-key", "k", "-scenarios", "inflight"}, "", "needs the latency proxy"},
+		{"no duplicates clients", []string{"-key", "k", "-scenarios", "duplicates", "-dup-clients", "0"}, "", "clients 0 must be > 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
