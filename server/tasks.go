@@ -93,12 +93,26 @@ func preferWait(h string, max time.Duration) (d time.Duration, set bool, err err
 	return 0, false, nil
 }
 
-// getTask: GET /v1/tasks/{id}. Another owner's task is reported as not found.
+// getTask: GET /v1/tasks/{id}, a long poll with Prefer: wait=N. Another
+// owner's task is reported as not found.
 func getTask(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		t, err := d.Tasks.Get(c.Request().Context(), principalOf(c).OwnerID, c.Param("id"))
+		wait, waitSet, err := preferWait(c.Request().Header.Get("Prefer"), d.MaxWait)
 		if err != nil {
 			return err
+		}
+		ctx, owner := c.Request().Context(), principalOf(c).OwnerID
+		var t tasks.Task
+		if wait > 0 {
+			t, err = d.Tasks.Wait(ctx, owner, c.Param("id"), wait)
+		} else {
+			t, err = d.Tasks.Get(ctx, owner, c.Param("id"))
+		}
+		if err != nil {
+			return err
+		}
+		if waitSet {
+			c.Response().Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
 		}
 		return c.JSON(http.StatusOK, t)
 	}

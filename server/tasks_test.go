@@ -73,6 +73,32 @@ func TestPreferWaitAnswersWithTheFinishedTask(t *testing.T) {
 	}
 }
 
+// GET with Prefer: wait is a long poll: it answers once the task finishes,
+// here on another instance (its own service and workers on the same
+// database), whose announcement reaches this one.
+func TestGetWithPreferWaitIsALongPoll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	id := e.post(key, "k", taskBody("hello", 10), nil).task(t).ID
+
+	r := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, map[string]string{"Prefer": "wait=1"})
+	if r.status != http.StatusOK || r.task(t).Status != tasks.StatusQueued || r.header.Get("Preference-Applied") != "wait=1" {
+		t.Fatalf("GET wait=1 with no worker: %d %s (Preference-Applied %q), want 200 queued, wait=1", r.status, r.body, r.header.Get("Preference-Applied"))
+	}
+	if r := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, map[string]string{"Prefer": "wait=soon"}); r.status != http.StatusBadRequest {
+		t.Errorf("GET with Prefer: wait=soon: %d, want 400", r.status)
+	}
+
+	done := make(chan response, 1)
+	go func() { done <- e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, map[string]string{"Prefer": "wait=60"}) }()
+	restartWorkers(t, e)
+	r = <-done
+	if r.status != http.StatusOK || r.task(t).Status != tasks.StatusSucceeded {
+		t.Fatalf("long poll: %d %s, want 200 succeeded", r.status, r.body)
+	}
+}
+
 func TestSameKeySameRequestReplaysTheTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
