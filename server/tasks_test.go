@@ -91,7 +91,9 @@ func TestGetWithPreferWaitIsALongPoll(t *testing.T) {
 	}
 
 	done := make(chan response, 1)
-	go func() { done <- e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, map[string]string{"Prefer": "wait=60"}) }()
+	go func() {
+		done <- e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, map[string]string{"Prefer": "wait=60"})
+	}()
 	restartWorkers(t, e)
 	r = <-done
 	if r.status != http.StatusOK || r.task(t).Status != tasks.StatusSucceeded {
