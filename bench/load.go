@@ -25,12 +25,13 @@ type loadClient struct {
 	baseURL      string
 	apiKey       string
 	pollInterval time.Duration
+	longPoll     time.Duration // > 0: follow tasks with GET Prefer: wait (long polls)
 	taskTimeout  time.Duration
 	maxInFlight  int64
 	inFlight     atomic.Int64
 }
 
-func newLoadClient(baseURL, apiKey string, pollInterval, taskTimeout time.Duration, maxInFlight int) *loadClient {
+func newLoadClient(baseURL, apiKey string, pollInterval, longPoll, taskTimeout time.Duration, maxInFlight int) *loadClient {
 	return &loadClient{
 		// An open-loop client must never be the bottleneck: keep a
 		// connection per concurrent request instead of queueing on two.
@@ -47,6 +48,7 @@ func newLoadClient(baseURL, apiKey string, pollInterval, taskTimeout time.Durati
 		baseURL:      baseURL,
 		apiKey:       apiKey,
 		pollInterval: pollInterval,
+		longPoll:     longPoll,
 		taskTimeout:  taskTimeout,
 		maxInFlight:  int64(maxInFlight),
 	}
@@ -146,6 +148,12 @@ func (c *loadClient) task(ctx context.Context, due time.Time, key string, model 
 		return o
 	}
 	next := due.Add(max(model, c.pollInterval))
+	get := apiRequest{method: http.MethodGet, path: "/v1/tasks/" + t.ID}
+	if c.longPoll > 0 {
+		// Long polls: each GET returns when the task finishes.
+		next = time.Now()
+		get.prefer = "wait=" + strconv.Itoa(int(max(c.longPoll, time.Second)/time.Second))
+	}
 	deadline := due.Add(c.taskTimeout)
 	for !t.final() {
 		if next.After(deadline) {
@@ -156,7 +164,8 @@ func (c *loadClient) task(ctx context.Context, due time.Time, key string, model 
 			o.err = "canceled"
 			return o
 		}
-		status, body, err := c.do(ctx, http.MethodGet, "/v1/tasks/"+t.ID, "")
+		r, err := c.send(ctx, get)
+		status, body := r.status, r.body
 		o.polls++
 		if err != nil {
 			o.err = "GET: " + err.Error()
@@ -170,7 +179,10 @@ func (c *loadClient) task(ctx context.Context, due time.Time, key string, model 
 			o.err = "GET: unreadable task"
 			return o
 		}
-		next = time.Now().Add(c.pollInterval)
+		next = time.Now()
+		if c.longPoll <= 0 {
+			next = next.Add(c.pollInterval)
+		}
 	}
 	o.observed = time.Now()
 	o.e2e = o.observed.Sub(due)

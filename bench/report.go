@@ -99,6 +99,7 @@ type ConfigView struct {
 	Upstream          string          `json:"upstream"`
 	ServerPID         int             `json:"server_pid"`
 	PollIntervalMS    float64         `json:"poll_interval_ms"`
+	LongPollS         float64         `json:"long_poll_s,omitempty"`
 	TaskTimeoutS      float64         `json:"task_timeout_s"`
 	WarmupS           float64         `json:"warmup_s"`
 	SettleS           float64         `json:"settle_s"`
@@ -130,7 +131,7 @@ type DuplicatesView struct {
 func viewOf(c Config) ConfigView {
 	v := ConfigView{
 		BaseURL: c.BaseURL, Rates: c.Rates, DurationS: c.Duration.Seconds(), ProxyAddr: c.ProxyAddr,
-		Upstream: c.Upstream, ServerPID: c.ServerPID, PollIntervalMS: ms(c.PollInterval),
+		Upstream: c.Upstream, ServerPID: c.ServerPID, PollIntervalMS: ms(c.PollInterval), LongPollS: c.LongPoll.Seconds(),
 		TaskTimeoutS: c.TaskTimeout.Seconds(), WarmupS: max(c.Warmup, 0).Seconds(), SettleS: c.Settle.Seconds(),
 		AdmissionSLOMS: ms(c.AdmissionSLO),
 	}
@@ -268,8 +269,12 @@ func (p *printer) header(r *Report) {
 	c := r.Config
 	p.line("target %s; scenarios %s; TOLLGATE_WORKERS %s", c.BaseURL, strings.Join(r.Scenarios, ", "), orUnknown(c.ServerWorkers))
 	if slices.Contains(r.Scenarios, ScenarioThroughput) {
-		p.line("throughput: rates %v/s for %gs each; model latency %v ms; poll every %g ms; admission SLO %g ms",
-			c.Rates, c.DurationS, c.ProviderLatencyMS, c.PollIntervalMS, c.AdmissionSLOMS)
+		polling := fmt.Sprintf("poll every %g ms", c.PollIntervalMS)
+		if c.LongPollS > 0 {
+			polling = fmt.Sprintf("long polls (Prefer: wait=%g)", c.LongPollS)
+		}
+		p.line("throughput: rates %v/s for %gs each; model latency %v ms; %s; admission SLO %g ms",
+			c.Rates, c.DurationS, c.ProviderLatencyMS, polling, c.AdmissionSLOMS)
 	}
 	if f := c.InFlight; f != nil {
 		p.line("in flight: %d tasks at a model latency of %g ms from %d submitters%s; at most %gs",

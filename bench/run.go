@@ -48,6 +48,7 @@ type Config struct {
 	Ceiling       *CeilingConfig
 
 	PollInterval time.Duration // between GETs of an unfinished task; default 20ms
+	LongPoll     time.Duration // > 0: follow tasks with long polls (GET with Prefer: wait) instead
 	TaskTimeout  time.Duration // a task not finished this long after its arrival is an error; default 60s
 	Warmup       time.Duration // unrecorded load before the first step; default 3s, negative for none
 	// Settle is the idle time after each step before Postgres's counters
@@ -172,7 +173,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	if cfg.runs(ScenarioThroughput) {
 		rep.Notes = append(rep.Notes,
 			"latencies are measured from each arrival's due time (open loop), so queueing anywhere counts",
-			fmt.Sprintf("e2e is when polling (every %s) saw the task finished; added = arrival to the task's finished_at (the finishing transaction's start, by the server's clock) minus the model latency", cfg.PollInterval),
+			fmt.Sprintf("e2e is when polling (%s) saw the task finished; added = arrival to the task's finished_at (the finishing transaction's start, by the server's clock) minus the model latency", pollingOf(cfg)),
 			"commit/t counts every transaction in Tollgate's database, read-only ones (auth, polls) included; wxact/t counts transactions that wrote",
 			"FPI/t is the full-page-image share of WAL/t, set by when checkpoints ran rather than by the work",
 			"cpu ms/t is CPU per task of the server process / of the Postgres backends serving it, over the step and its settle pause",
@@ -214,7 +215,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	}
 	p.header(rep)
 
-	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.TaskTimeout, cfg.MaxInFlight)
+	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.LongPoll, cfg.TaskTimeout, cfg.MaxInFlight)
 	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if cfg.runs(ScenarioThroughput) {
 		if err := s.throughput(ctx, rep, p); err != nil {
@@ -537,4 +538,12 @@ func waitHealthy(ctx context.Context, url string, limit time.Duration) error {
 			return fmt.Errorf("bench: %s did not answer 200 within %s", url, limit)
 		}
 	}
+}
+
+// pollingOf says how the load generator follows tasks.
+func pollingOf(cfg Config) string {
+	if cfg.LongPoll > 0 {
+		return fmt.Sprintf("long polls, GET with Prefer: wait=%d", int(max(cfg.LongPoll, time.Second)/time.Second))
+	}
+	return "every " + cfg.PollInterval.String()
 }

@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "`pid` of tollgate serve, for its RSS (0: read its metrics instead)")
 	fs.StringVar(&cfg.DatabaseURL, "db", "", "Tollgate's database `URL`, for Postgres's cost per task; empty skips it")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 20*time.Millisecond, "time between polls of an unfinished task")
+	fs.DurationVar(&cfg.LongPoll, "long-poll", 0, "follow tasks with long polls (GET with Prefer: wait=`N`s) instead of polling every -poll-interval; 0 for interval polling")
 	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", time.Minute, "a task unfinished this long after its arrival is an error")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "unrecorded load at the first rate before measuring; negative for none")
 	fs.DurationVar(&cfg.Settle, "settle", 11*time.Second, "idle time after each step before reading Postgres's counters (idle backends report up to 10s late)")
