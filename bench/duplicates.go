@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,11 @@ type DuplicatesRun struct {
 	PG         *PGCost     `json:"pg,omitempty"`
 	Statements []Statement `json:"statements,omitempty"`
 	Limit      string      `json:"limit"`
+	// Profile is the server's CPU profile of the measured window (see
+	// Config.PprofURL), and ProfileError why there is none; both "" when
+	// none was asked.
+	Profile      string `json:"profile,omitempty"`
+	ProfileError string `json:"profile_error,omitempty"`
 }
 
 // CPUShare is where the machine's CPU went during a measured window.
@@ -279,6 +285,19 @@ func (s *stepper) duplicatesRun(ctx context.Context, kind string, clients int, k
 		snaps[1] = s.cpuNow(before.pgPIDs)
 		cpu <- snaps
 	}()
+	profiled := make(chan error, 1)
+	if s.cfg.PprofURL != "" {
+		run.Profile = filepath.Join(s.cfg.ProfileDir, fmt.Sprintf("cpu-%s-%d.pprof", kind, clients))
+		go func() {
+			if err := sleepUntil(ctx, from); err != nil {
+				profiled <- err
+				return
+			}
+			profiled <- cpuProfile(ctx, s.cfg.PprofURL, c.Duration, run.Profile)
+		}()
+	} else {
+		profiled <- nil
+	}
 	calls := closedLoop(ctx, clients, to, func(ctx context.Context, w, i int) (int, string) {
 		k := keys[(w+i*clients)%len(keys)]
 		if kind == KindReplay {
@@ -287,6 +306,9 @@ func (s *stepper) duplicatesRun(ctx context.Context, kind string, clients int, k
 		return s.poll(ctx, k)
 	})
 	snaps := <-cpu
+	if err := <-profiled; err != nil {
+		run.Profile, run.ProfileError = "", err.Error()
+	}
 	s.load.http.CloseIdleConnections()
 	stopSampling()
 	run.Resources = <-sampled

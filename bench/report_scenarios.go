@@ -102,6 +102,12 @@ func (p *printer) duplicatesRun(r DuplicatesRun) {
 	}
 	p.errors(r.Calls.Errors)
 	p.line("       limit: %s", r.Limit)
+	switch {
+	case r.Profile != "":
+		p.line("       server CPU profile: go tool pprof -top <the tollgate binary> %s", r.Profile)
+	case r.ProfileError != "":
+		p.line("       no server CPU profile: %s", r.ProfileError)
+	}
 	for _, st := range r.Statements {
 		p.line("       %8.2f calls/req %9.1f ms %7.3f ms/call  %s", st.CallsPerTask, st.TotalMS, st.MeanMS, st.Query)
 	}

@@ -46,6 +46,11 @@ type Config struct {
 	ServerWorkers int
 	DatabaseURL   string // Tollgate's database, for the Postgres cost; "" skips it
 	Ceiling       *CeilingConfig
+	// PprofURL is the root of the server's pprof listener
+	// (TOLLGATE_PPROF_ADDR), http://host:port; when set, each duplicates
+	// run takes a CPU profile of its measured window into ProfileDir.
+	PprofURL   string
+	ProfileDir string
 
 	PollInterval time.Duration // between GETs of an unfinished task; default 20ms
 	LongPoll     time.Duration // > 0: follow tasks with long polls (GET with Prefer: wait) instead

@@ -44,6 +44,8 @@
 #   BENCH_ADDR             serve's address                  (127.0.0.1:18480)
 #   BENCH_FAKE_ADDR        fake provider's address          (127.0.0.1:18490)
 #   BENCH_PROXY_ADDR       latency proxy's address          (127.0.0.1:18491)
+#   BENCH_PPROF_ADDR       serve's TOLLGATE_PPROF_ADDR; each duplicates run then saves
+#                          a server CPU profile in the results directory (off)
 #   BENCH_RESULTS          report and logs directory        (bench/results)
 #   BENCH_BIN              where tollgate and tollbench are (bin; make bench builds them there)
 #   BENCH_ARGS             more tollbench flags, e.g. "-settle 5s" or "-inflight-rate 500"
@@ -67,6 +69,7 @@ ceiling_db=${db}_ceiling
 addr=${BENCH_ADDR:-127.0.0.1:18480}
 fake_addr=${BENCH_FAKE_ADDR:-127.0.0.1:18490}
 proxy_addr=${BENCH_PROXY_ADDR:-127.0.0.1:18491}
+pprof_addr=${BENCH_PPROF_ADDR:-}
 owner=bench
 budget_micros=1000000000000000 # 10^9 units: no run gets near it
 
@@ -84,9 +87,13 @@ command -v pgbench >/dev/null || say "pgbench not found: the ceiling will fail (
 
 # port_free succeeds when nothing accepts connections on host:port.
 port_free() { ! (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
-for a in "$addr" "$fake_addr" "$proxy_addr"; do
-	port_free "$a" || die "$a is in use: set BENCH_ADDR, BENCH_FAKE_ADDR or BENCH_PROXY_ADDR to free ports"
+for a in "$addr" "$fake_addr" "$proxy_addr" ${pprof_addr:+"$pprof_addr"}; do
+	port_free "$a" || die "$a is in use: set BENCH_ADDR, BENCH_FAKE_ADDR, BENCH_PROXY_ADDR or BENCH_PPROF_ADDR to free ports"
 done
+pprof_args=()
+if [[ -n $pprof_addr ]]; then
+	pprof_args=(-pprof-url "http://$pprof_addr")
+fi
 
 url() { printf '%s/%s?sslmode=disable' "$pg" "$1"; }
 
@@ -140,7 +147,7 @@ say "fake provider on $fake_addr (pid $!)"
 # The proxy is not up yet: tollbench starts it. serve only calls the model
 # once tasks arrive, by which time it is.
 DATABASE_URL=$serve_url TOLLGATE_ADDR=$addr TOLLGATE_MIGRATE=off \
-	MODEL_BASE_URL="http://$proxy_addr/v1" TOLLGATE_WORKERS=$workers \
+	MODEL_BASE_URL="http://$proxy_addr/v1" TOLLGATE_WORKERS=$workers TOLLGATE_PPROF_ADDR=$pprof_addr \
 	"$tollgate" serve 2>"$results/serve.log" &
 serve_pid=$!
 pids+=("$serve_pid")
@@ -152,7 +159,7 @@ TOLLBENCH_API_KEY=$key "$tollbench" \
 	-scenarios "$scenarios" -workers "$workers" \
 	-url "http://$addr" -rates "$rates" -duration "$duration" -provider-latency "$latencies" \
 	-proxy-addr "$proxy_addr" -upstream "http://$fake_addr" -server-pid "$serve_pid" \
-	-db "$(url "$db")" "${ceiling_args[@]}" -owner "$owner" \
+	-db "$(url "$db")" "${ceiling_args[@]}" "${pprof_args[@]}" -owner "$owner" \
 	-inflight-tasks "${BENCH_INFLIGHT_TASKS:-10000}" -inflight-latency "${BENCH_INFLIGHT_LATENCY:-5s}" \
 	-inflight-clients "${BENCH_INFLIGHT_CLIENTS:-64}" \
 	-dup-keys "${BENCH_DUP_KEYS:-1000}" -dup-clients "${BENCH_DUP_CLIENTS:-128}" -dup-duration "${BENCH_DUP_DURATION:-20s}" \

@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,6 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&cfg.ProxyAddr, "proxy-addr", "", "run the latency proxy on `addr` (serve's MODEL_BASE_URL=http://addr/v1); needed for a latency > 0")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "the fake provider's `root` (http://host:port), behind the proxy")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "`pid` of tollgate serve, for its RSS (0: read its metrics instead)")
+	fs.StringVar(&cfg.PprofURL, "pprof-url", "", "the server's pprof listener `root` (TOLLGATE_PPROF_ADDR as http://host:port): each duplicates run saves a CPU profile next to -out")
 	fs.StringVar(&cfg.DatabaseURL, "db", "", "Tollgate's database `URL`, for Postgres's cost per task; empty skips it")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 20*time.Millisecond, "time between polls of an unfinished task")
 	fs.DurationVar(&cfg.LongPoll, "long-poll", 0, "follow tasks with long polls (GET with Prefer: wait=`N`s) instead of polling every -poll-interval; 0 for interval polling")
@@ -132,6 +134,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
+	cfg.ProfileDir = "."
+	if *out != "" {
+		cfg.ProfileDir = filepath.Dir(*out)
+	}
 	rep, err := bench.Run(ctx, cfg, stdout)
 	if rep != nil && *out != "" {
 		if werr := rep.WriteJSON(*out); werr != nil {
