@@ -21,6 +21,7 @@ type target struct {
 // outcome is the result of one run against one target, in request order.
 type outcome struct {
 	lat     []time.Duration // successful requests only
+	sched   []time.Duration // open loop: when each of lat was due, from the start
 	errors  int
 	first   string // the first failure, to print
 	elapsed time.Duration
@@ -30,6 +31,14 @@ func (o outcome) summary() summary {
 	s := summarize(o.lat, o.errors, o.elapsed)
 	s.FirstErr = o.first
 	return s
+}
+
+// seconds is the open-loop run second by second; nil for a sequential run.
+func (o outcome) seconds() []second {
+	if o.sched == nil {
+		return nil
+	}
+	return bySecond(o.sched, o.lat)
 }
 
 // requestBody is the chat completion every target gets for request i. The
@@ -131,6 +140,7 @@ func openLoop(ctx context.Context, c *http.Client, t target, model string, from 
 			continue
 		}
 		o.lat = append(o.lat, lat[i])
+		o.sched = append(o.sched, time.Duration(i)*interval)
 	}
 	return o
 }

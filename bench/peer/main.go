@@ -185,7 +185,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if err != nil {
 				return err
 			}
-			p.Targets = append(p.Targets, targetResult{Name: t.Name, Label: t.Label, Summary: o.summary(), UpstreamCalls: calls})
+			p.Targets = append(p.Targets, targetResult{Name: t.Name, Label: t.Label, Summary: o.summary(), UpstreamCalls: calls,
+				BySecond: o.seconds()})
 		}
 		p.Added = addedLatency(p.Targets)
 		rep.Phases = append(rep.Phases, p)

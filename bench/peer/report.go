@@ -53,10 +53,11 @@ type phase struct {
 }
 
 type targetResult struct {
-	Name          string  `json:"name"`
-	Label         string  `json:"label"`
-	Summary       summary `json:"latency"`
-	UpstreamCalls int     `json:"upstream_calls"` // calls the fake received during the run
+	Name          string   `json:"name"`
+	Label         string   `json:"label"`
+	Summary       summary  `json:"latency"`
+	UpstreamCalls int      `json:"upstream_calls"`      // calls the fake received during the run
+	BySecond      []second `json:"by_second,omitempty"` // open loop only
 }
 
 func newReport(c config) report {
@@ -130,6 +131,21 @@ func (r report) print(w io.Writer) {
 		}
 	}
 	_ = tw.Flush()
+	for _, p := range r.Phases {
+		if len(p.Targets) == 0 || p.Targets[0].BySecond == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s, p50 of the requests due in each second (ms), first second first\n", p.Title)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, t := range p.Targets {
+			fmt.Fprintf(tw, "%s\t", t.Label)
+			for _, s := range t.BySecond {
+				fmt.Fprintf(tw, "%.1f ", s.P50)
+			}
+			fmt.Fprintln(tw)
+		}
+		_ = tw.Flush()
+	}
 	for _, p := range r.Phases {
 		for _, t := range p.Targets {
 			if t.Summary.Errors > 0 {

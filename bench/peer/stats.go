@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -79,4 +80,33 @@ type added struct {
 func addedOver(gateway string, g, direct summary) added {
 	round := func(v float64) float64 { return math.Round(v*1000) / 1000 }
 	return added{Gateway: gateway, P50: round(g.P50 - direct.P50), P99: round(g.P99 - direct.P99)}
+}
+
+// second is the latency of the requests due in one second of an open-loop
+// run: it shows whether a tail comes from a start-up backlog or from the
+// whole run.
+type second struct {
+	Second int     `json:"second"` // from the start of the run
+	N      int     `json:"n"`
+	P50    float64 `json:"p50_ms"`
+	Max    float64 `json:"max_ms"`
+}
+
+// bySecond groups latencies by the second their request was due (sched[i]
+// for lat[i], both in request order) and summarises each second that had
+// requests.
+func bySecond(sched, lat []time.Duration) []second {
+	groups := map[int][]time.Duration{}
+	for i, at := range sched {
+		s := int(at / time.Second)
+		groups[s] = append(groups[s], lat[i])
+	}
+	keys := slices.Sorted(maps.Keys(groups))
+	out := make([]second, 0, len(keys))
+	for _, k := range keys {
+		g := groups[k]
+		slices.Sort(g)
+		out = append(out, second{Second: k, N: len(g), P50: millis(percentile(g, 50)), Max: millis(g[len(g)-1])})
+	}
+	return out
 }

@@ -97,3 +97,23 @@ func TestAddedLatency(t *testing.T) {
 		t.Errorf("addedLatency without the fake = %+v, want nil", got)
 	}
 }
+
+func TestBySecond(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	sched := []time.Duration{0, 500 * ms, 999 * ms, 1000 * ms, 2500 * ms}
+	lat := []time.Duration{9 * ms, 1 * ms, 5 * ms, 2 * ms, 3 * ms}
+	got := bySecond(sched, lat)
+	want := []second{{Second: 0, N: 3, P50: 5, Max: 9}, {Second: 1, N: 1, P50: 2, Max: 2}, {Second: 2, N: 1, P50: 3, Max: 3}}
+	if len(got) != len(want) {
+		t.Fatalf("bySecond = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("bySecond[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if got := bySecond(nil, nil); len(got) != 0 {
+		t.Errorf("bySecond(nil) = %+v, want empty", got)
+	}
+}
