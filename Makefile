@@ -51,12 +51,23 @@ lint:
 # bench/results/latest.json. Tune it with BENCH_RATES, BENCH_DURATION,
 # BENCH_LATENCIES, ... (see scripts/bench.sh), e.g.
 #   make bench BENCH_RATES=20,50 BENCH_DURATION=10s
-.PHONY: bench
+.PHONY: bench bench-data
 bench:
 	$(GO) build -o $(BIN) ./cmd/tollgate
 	$(GO) build -o bin/tollbench ./cmd/tollbench
 	@bash scripts/ensure-postgres.sh "$${BENCH_PG:-}"
 	@bash scripts/bench.sh
+
+# make bench-data: scenarios 4 and 5 of issue 9, reads over a large
+# history (replay lookup and support search over 1,000,000 records, usage
+# report and CSV export over 10,000,000 ledger rows). Seeds a scratch
+# database for about ten minutes; see scripts/bench-data.sh, e.g.
+#   make bench-data BENCH_DATA_TASKS=50000 BENCH_DATA_LEDGER=500000
+bench-data:
+	$(GO) build -o $(BIN) ./cmd/tollgate
+	$(GO) build -o bin/tollbench-data ./cmd/tollbench-data
+	@bash scripts/ensure-postgres.sh "$${BENCH_PG:-}"
+	@bash scripts/bench-data.sh
 
 # The fault suite (faults/, build tag "faults"): real tollgate processes
 # SIGKILLed mid-call, PostgreSQL restarted, providers that hang, cut or

@@ -112,7 +112,8 @@ func (f UsageFilter) validate() error {
 
 // Usage returns settled usage for the filter. Rows, groups and totals come
 // from one repeatable-read snapshot and the same WHERE clause, so totals
-// equal the sum of the rows (and of the groups) to the micro.
+// equal the sum of the rows (and of the groups) to the micro; with groups,
+// the totals are their sum.
 func (s *Store) Usage(ctx context.Context, f UsageFilter) (UsageReport, error) {
 	if err := f.validate(); err != nil {
 		return UsageReport{}, err
@@ -134,24 +135,29 @@ func (s *Store) Usage(ctx context.Context, f UsageFilter) (UsageReport, error) {
 		if len(rep.Rows) > limit {
 			rep.Rows, rep.Truncated = rep.Rows[:limit], true
 		}
-		rows, err = tx.Query(ctx, `SELECT `+totalsSQL+` FROM usage_records WHERE `+usageWhere, f.From, f.To, f.OwnerID)
-		if err != nil {
-			return err
-		}
-		if rep.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[UsageTotals]); err != nil {
-			return err
-		}
 		if len(f.GroupBy) == 0 {
-			return nil
+			rows, err = tx.Query(ctx, `SELECT `+totalsSQL+` FROM usage_records WHERE `+usageWhere, f.From, f.To, f.OwnerID)
+			if err != nil {
+				return err
+			}
+			rep.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[UsageTotals])
+			return err
 		}
+		// The groups partition the window's rows, so their sums are the
+		// totals: one pass over millions of rows instead of two.
 		cols := groupColumns(f.GroupBy)
 		rows, err = tx.Query(ctx, `SELECT `+cols+`, `+totalsSQL+` FROM usage_records WHERE `+usageWhere+`
 			GROUP BY 1, 2, 3, 4 ORDER BY 4 NULLS FIRST, 1 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST`, f.From, f.To, f.OwnerID)
 		if err != nil {
 			return err
 		}
-		rep.Groups, err = pgx.CollectRows(rows, pgx.RowToStructByName[UsageGroup])
-		return err
+		if rep.Groups, err = pgx.CollectRows(rows, pgx.RowToStructByName[UsageGroup]); err != nil {
+			return err
+		}
+		for _, g := range rep.Groups {
+			rep.Totals.add(g.UsageTotals)
+		}
+		return nil
 	})
 	if err != nil {
 		return UsageReport{}, fmt.Errorf("budget: usage: %w", err)
@@ -160,6 +166,30 @@ func (s *Store) Usage(ctx context.Context, f UsageFilter) (UsageReport, error) {
 		rep.Rows = []UsageRow{}
 	}
 	return rep, nil
+}
+
+// utcDay and utcMonth are the UTC day and month a row was settled in, as
+// timestamptz. They equal date_trunc(unit, settled_at, 'UTC') but are
+// immutable, so the extended statistics usage_records_groups (migration
+// 000110) can be defined on them exactly as written here: with those the
+// planner knows a window holds thousands of groups, not one per row, and
+// aggregates in a hash table, in parallel, instead of sorting every row.
+const (
+	utcDay   = `(date_trunc('day', settled_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`
+	utcMonth = `(date_trunc('month', settled_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`
+)
+
+// add adds o's sums to t.
+func (t *UsageTotals) add(o UsageTotals) {
+	t.Tasks += o.Tasks
+	t.InputTokens += o.InputTokens
+	t.OutputTokens += o.OutputTokens
+	t.CostMicros += o.CostMicros
+	t.ChargedMicros += o.ChargedMicros
+	t.ShortfallMicros += o.ShortfallMicros
+	t.ReportedMicros += o.ReportedMicros
+	t.EstimatedMicros += o.EstimatedMicros
+	t.PossiblyChargedMicros += o.PossiblyChargedMicros
 }
 
 // groupColumns selects the grouped dimensions and NULL for the others, so
@@ -178,9 +208,9 @@ func groupColumns(by []string) string {
 	period := "NULL::timestamptz AS period_start"
 	switch {
 	case has[GroupDay]:
-		period = "date_trunc('day', settled_at, 'UTC') AS period_start"
+		period = utcDay + " AS period_start"
 	case has[GroupMonth]:
-		period = "date_trunc('month', settled_at, 'UTC') AS period_start"
+		period = utcMonth + " AS period_start"
 	}
 	return strings.Join([]string{
 		col(has[GroupOwner], "owner_id", "owner_id"),

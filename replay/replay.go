@@ -137,29 +137,59 @@ type Store struct {
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Attempts returns the task's records, oldest attempt first; an empty slice
-// when the task has none yet.
-func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT task_id::text, attempt, owner_id, state, provider, provider_model, parameters, timeout_ms,
-		       response, error, started_at, finished_at, latency_ms, trace_id, build_version, redactions, stream
-		FROM replay_records WHERE task_id = $1 ORDER BY attempt`, taskID)
+// attemptColumns are the columns scanAttempt reads, from replay_records.
+const attemptColumns = `task_id::text, attempt, owner_id, state, provider, provider_model, parameters, timeout_ms,
+	response, error, started_at, finished_at, latency_ms, trace_id, build_version, redactions, stream`
+
+func scanAttempt(r pgx.CollectableRow) (Attempt, error) {
+	var a Attempt
+	err := r.Scan(&a.TaskID, &a.Attempt, &a.OwnerID, &a.State, &a.Provider, &a.ProviderModel,
+		&a.Parameters, &a.TimeoutMS, &a.Response, &a.Error, &a.StartedAt, &a.FinishedAt, &a.LatencyMS,
+		&a.TraceID, &a.BuildVersion, &a.Redactions, &a.Stream)
+	a.summarise()
+	return a, err
+}
+
+// collectAttempts reads a task's records, never nil.
+func collectAttempts(rows pgx.Rows, err error) ([]Attempt, error) {
 	if err != nil {
-		return nil, fmt.Errorf("replay: attempts: %w", err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.TaskID, &a.Attempt, &a.OwnerID, &a.State, &a.Provider, &a.ProviderModel,
-			&a.Parameters, &a.TimeoutMS, &a.Response, &a.Error, &a.StartedAt, &a.FinishedAt, &a.LatencyMS,
-			&a.TraceID, &a.BuildVersion, &a.Redactions, &a.Stream)
-		a.summarise()
-		return a, err
-	})
+	out, err := pgx.CollectRows(rows, scanAttempt)
 	if err != nil {
-		return nil, fmt.Errorf("replay: attempts: %w", err)
+		return nil, err
 	}
 	if out == nil {
 		out = []Attempt{}
+	}
+	return out, nil
+}
+
+// Attempts returns the task's records, oldest attempt first; an empty slice
+// when the task has none yet.
+func (s *Store) Attempts(ctx context.Context, taskID string) ([]Attempt, error) {
+	out, err := collectAttempts(s.pool.Query(ctx, `
+		SELECT `+attemptColumns+` FROM replay_records WHERE task_id = $1 ORDER BY attempt`, taskID))
+	if err != nil {
+		return nil, fmt.Errorf("replay: attempts: %w", err)
+	}
+	return out, nil
+}
+
+// AuditedAttempts appends the read to the audit trail and returns a.TaskID's
+// records, oldest attempt first, in one statement: the records come back
+// only if the audit row was written, and both cost one round trip and one
+// commit. It returns an error, and no records, when either fails.
+func (s *Store) AuditedAttempts(ctx context.Context, a Access) ([]Attempt, error) {
+	out, err := collectAttempts(s.pool.Query(ctx, `
+		WITH audit AS (
+			INSERT INTO replay_audit (task_id, owner_id, actor_owner, actor_key_id, actor_role, reason)
+			VALUES ($1, $2, $3, $4, $5, $6)
+		)
+		SELECT `+attemptColumns+` FROM replay_records WHERE task_id = $1 ORDER BY attempt`,
+		a.TaskID, a.OwnerID, a.ActorOwner, a.ActorKeyID, a.ActorRole, a.Reason))
+	if err != nil {
+		return nil, fmt.Errorf("replay: audited attempts: %w", err)
 	}
 	return out, nil
 }

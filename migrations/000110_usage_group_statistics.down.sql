@@ -1,0 +1,1 @@
+DROP STATISTICS IF EXISTS usage_records_groups;
