@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Reservation is money held for one task while it runs.
@@ -25,7 +26,25 @@ type Reservation struct {
 // balance rows: it succeeds only if each covers the amount at the moment it
 // runs. It returns ErrInsufficient when either does not (or when the owner
 // has no budget); the caller must then roll back, which undoes everything.
+// QueueReserveTx is the same reservation sent with the caller's COMMIT.
 func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
+	b := &pgx.Batch{}
+	if err := QueueReserveTx(ctx, tx, b, r); err != nil {
+		return err
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// QueueReserveTx finds the balance rows r holds (a read in tx, which opens a
+// period not opened yet) and queues on b the one statement that reserves on
+// them. Sent in one pipeline with COMMIT (pipetx), it holds the rows, which
+// every reservation and settlement of the owner needs, only while
+// PostgreSQL runs it and commits. When a row cannot cover the amount the
+// statement aborts the transaction (tollgate_abort, SQLSTATE TG402), so
+// nothing after it runs, and b's results return ErrInsufficient. It
+// returns ErrInsufficient at once when the owner has no budget, and
+// ErrInvalid for an amount that is not positive.
+func QueueReserveTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r Reservation) error {
 	if r.Amount <= 0 {
 		return fmt.Errorf("%w: reservation must be > 0, got %d", ErrInvalid, r.Amount)
 	}
@@ -38,13 +57,9 @@ func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
 	}
 	// One statement: the rows locked in id order (one lock order everywhere,
 	// whatever order a scan would meet them in: no deadlocks between
-	// reservations), the conditional UPDATE, and the rows recording the
-	// reservation. It locks balance rows every reservation of the owner
-	// needs, so it comes last in the caller's transaction and the lock is
-	// held only until commit. When a row cannot cover the amount the
-	// records are written all the same and the caller rolls them back.
-	var updated int
-	err = tx.QueryRow(ctx, `
+	// reservations), the conditional UPDATE, the rows recording the
+	// reservation, and the abort when a row could not cover the amount.
+	b.Queue(`
 		WITH locked AS (
 			SELECT id FROM budget_periods WHERE id = ANY($5) ORDER BY id FOR NO KEY UPDATE
 		), p AS (
@@ -59,15 +74,33 @@ func ReserveTx(ctx context.Context, tx pgx.Tx, r Reservation) error {
 			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
 			SELECT owner_id, workload, id, $1, 'reserve', $3 FROM p
 		)
-		SELECT count(*) FROM p`,
-		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids).Scan(&updated)
-	if err != nil {
-		return fmt.Errorf("budget: reserve: %w", err)
-	}
-	if updated != len(ids) {
-		return ErrInsufficient // the caller rolls back, the rows above with it
-	}
+		SELECT CASE WHEN count(*) = cardinality($5::bigint[]) THEN count(*)
+		            ELSE tollgate_abort('`+codeInsufficient+`', 'budget: insufficient budget for the reservation') END
+		FROM p`,
+		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids).QueryRow(func(row pgx.Row) error {
+		var n int64
+		if err := row.Scan(&n); err != nil {
+			if isCode(err, codeInsufficient) {
+				return ErrInsufficient
+			}
+			return fmt.Errorf("budget: reserve: %w", err)
+		}
+		return nil
+	})
 	return nil
+}
+
+// SQLSTATEs the statements of this package raise through tollgate_abort to
+// abort the caller's transaction.
+const (
+	codeInsufficient  = "TG402" // a balance row cannot cover a reservation
+	codeNoReservation = "TG404" // a settlement found no held reservation
+)
+
+// isCode reports whether err is a PostgreSQL error with SQLSTATE code.
+func isCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
 }
 
 // balanceRowsTx returns the balance rows a reservation at `at` holds: the
@@ -154,76 +187,127 @@ type Settled struct {
 // charged up to the tightest row's remaining balance; anything beyond is
 // recorded as shortfall. Alerts are the thresholds this settlement crossed,
 // to deliver once the transaction commits. It returns ErrNotFound when the
-// task holds no open reservation (already closed).
+// task holds no open reservation (already closed). QueueSettle is the same
+// settlement sent with the caller's COMMIT.
 func SettleTx(ctx context.Context, tx pgx.Tx, s Settlement, thresholds []int) (Settled, error) {
-	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
-		return Settled{}, fmt.Errorf("%w: negative settlement", ErrInvalid)
+	var out Settled
+	b := &pgx.Batch{}
+	if err := queueSettle(b, s, thresholds, false, &out); err != nil {
+		return Settled{}, err
 	}
-	// Two statements. The first closes the reservation and locks its
-	// balance rows, FOR NO KEY UPDATE rather than FOR UPDATE: a reservation
-	// of the same owner holds a KEY SHARE lock on these rows (its ledger
-	// row's foreign key) before it updates them, and FOR UPDATE would queue
-	// behind that lock while holding the row's tuple lock the reservation's
-	// UPDATE then needs: a deadlock, seen under load.
-	var owner string
-	var amount, headroom int64
-	var ids []int64
-	err := tx.QueryRow(ctx, `
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return Settled{}, err
+	}
+	return out, nil
+}
+
+// QueueSettle queues on b the one statement of SettleTx, for a pipeline
+// that ends with COMMIT (pipetx): the balance rows it locks are then held
+// only while PostgreSQL runs it and commits. When the task holds no open
+// reservation the statement aborts the transaction (SQLSTATE TG404) and
+// b's results return ErrNotFound. out is filled in when b's results are
+// read.
+func QueueSettle(b *pgx.Batch, s Settlement, thresholds []int, out *Settled) error {
+	return queueSettle(b, s, thresholds, true, out)
+}
+
+func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *Settled) error {
+	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
+		return fmt.Errorf("%w: negative settlement", ErrInvalid)
+	}
+	// One statement: it closes the reservation; locks its balance rows in id
+	// order, FOR NO KEY UPDATE rather than FOR UPDATE (a reservation of the
+	// same owner holds a KEY SHARE lock on these rows, its ledger row's
+	// foreign key, before it updates them, and FOR UPDATE would queue behind
+	// that lock while holding the tuple lock the reservation's UPDATE then
+	// needs: a deadlock, seen under load); charges the cost up to the
+	// tightest row's headroom, read under the lock; moves the money; writes
+	// the ledger and usage rows; and records the alert thresholds the new
+	// balances crossed (each once per period: the unique (row, threshold)
+	// key decides between instances). It returns one row, plus one per
+	// alert fired.
+	b.Queue(`
 		WITH r AS (
 			UPDATE budget_reservations SET state = 'settled', closed_at = now()
 			WHERE task_id = $1 AND state = 'held'
 			RETURNING owner_id, amount_micros, budget_period_ids
+		), locked AS (
+			SELECT b.id, b.total_micros - b.spent_micros - (b.reserved_micros - r.amount_micros) AS headroom
+			FROM budget_periods b, r WHERE b.id = ANY(r.budget_period_ids)
+			ORDER BY b.id FOR NO KEY UPDATE OF b
+		), m AS (
+			SELECT r.owner_id, r.amount_micros AS amount, LEAST($7::bigint, (SELECT min(headroom) FROM locked)) AS charged FROM r
 		), p AS (
-			SELECT * FROM budget_periods WHERE id IN (SELECT unnest(budget_period_ids) FROM r) ORDER BY id FOR NO KEY UPDATE
-		)
-		SELECT r.owner_id, r.amount_micros, r.budget_period_ids,
-		       (SELECT min(total_micros - spent_micros - (reserved_micros - r.amount_micros)) FROM p)
-		FROM r`, s.TaskID).Scan(&owner, &amount, &ids, &headroom)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Settled{}, ErrNotFound
-	}
-	if err != nil {
-		return Settled{}, fmt.Errorf("budget: settle: %w", err)
-	}
-	slices.Sort(ids)
-	charged := min(s.CostMicros, headroom)
-	out := Settled{ChargedMicros: charged, ShortfallMicros: s.CostMicros - charged}
-	// The second moves the money, writes the ledger and usage rows, and
-	// records the alert thresholds the new balances crossed (each once per
-	// period: the unique (row, threshold) key decides between instances).
-	rows, err := tx.Query(ctx, `
-		WITH p AS (
-			UPDATE budget_periods SET reserved_micros = reserved_micros - $3, spent_micros = spent_micros + $4, updated_at = now()
-			WHERE id = ANY($5) RETURNING id, owner_id, workload, period_start, spent_micros, total_micros
+			UPDATE budget_periods b SET reserved_micros = b.reserved_micros - m.amount, spent_micros = b.spent_micros + m.charged,
+			       updated_at = now()
+			FROM m WHERE b.id IN (SELECT id FROM locked)
+			RETURNING b.id, b.owner_id, b.workload, b.period_start, b.spent_micros, b.total_micros
 		), l AS (
 			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros,
 			                           usage_source, model, input_tokens, output_tokens)
-			SELECT owner_id, workload, id, $2, k.kind, k.amount, $8, $6, $7, $9
-			FROM p, (VALUES ('release', $3::bigint), ('settle', $4::bigint)) AS k (kind, amount)
+			SELECT p.owner_id, p.workload, p.id, $1, k.kind, k.amount, $6, $3, $4, $5
+			FROM p, m, LATERAL (VALUES ('release', m.amount), ('settle', m.charged)) AS k (kind, amount)
 		), u AS (
 			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
 			                           cost_micros, charged_micros, shortfall_micros)
-			VALUES ($2, $1, $11, $6, $7, $9, $8, $10, $4, $12)
+			SELECT $1, m.owner_id, $2, $3, $4, $5, $6, $7, m.charged, $7 - m.charged FROM m
 		), fired AS (
 			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
-			SELECT p.id, t.pct FROM p, unnest($13::int[]) AS t (pct)
+			SELECT p.id, t.pct FROM p, unnest($8::int[]) AS t (pct)
 			WHERE p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
 			ON CONFLICT DO NOTHING
 			RETURNING budget_period_id, threshold_pct
 		)
-		SELECT p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
-		FROM fired f JOIN p ON p.id = f.budget_period_id
-		ORDER BY p.id, f.threshold_pct`,
-		owner, s.TaskID, amount, charged, ids, s.Model, s.InputTokens, string(s.Source), s.OutputTokens,
-		s.CostMicros, s.Workload, out.ShortfallMicros, thresholds)
-	if err != nil {
-		return Settled{}, fmt.Errorf("budget: record settlement: %w", err)
+		SELECT CASE WHEN m.charged IS NULL AND $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: no held reservation')
+		            ELSE m.charged END,
+		       a.owner_id, a.workload, a.period_start, a.threshold_pct, a.spent_micros, a.total_micros
+		FROM (SELECT 1) AS one
+		LEFT JOIN m ON true
+		LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
+		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
+		ORDER BY a.id, a.threshold_pct`,
+		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort,
+	).Query(func(rows pgx.Rows) error {
+		err := scanSettled(rows, s.CostMicros, out)
+		if isCode(err, codeNoReservation) || errors.Is(err, ErrNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("budget: settle: %w", err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// scanSettled reads the settlement statement's rows into out: what was
+// charged, hence the shortfall, and the alerts fired. No charge read means
+// no held reservation: ErrNotFound.
+func scanSettled(rows pgx.Rows, cost int64, out *Settled) error {
+	defer rows.Close()
+	var charged *int64
+	for rows.Next() {
+		var a Alert
+		var owner, workload *string
+		var start *time.Time
+		var pct *int
+		var spent, total *int64
+		if err := rows.Scan(&charged, &owner, &workload, &start, &pct, &spent, &total); err != nil {
+			return err
+		}
+		if pct != nil {
+			a.OwnerID, a.Workload, a.PeriodStart, a.ThresholdPct, a.SpentMicros, a.TotalMicros = *owner, *workload, *start, *pct, *spent, *total
+			out.Alerts = append(out.Alerts, a)
+		}
 	}
-	out.Alerts, err = collectAlerts(rows)
-	if err != nil {
-		return Settled{}, fmt.Errorf("budget: record settlement: %w", err)
+	if err := rows.Err(); err != nil {
+		return err
 	}
-	return out, nil
+	if charged == nil {
+		return ErrNotFound
+	}
+	out.ChargedMicros, out.ShortfallMicros = *charged, cost-*charged
+	return nil
 }
 
 // ReleaseTx returns the task's whole held reservation to every balance row
@@ -270,17 +354,4 @@ type Alert struct {
 	ThresholdPct int       `json:"threshold_pct"`
 	SpentMicros  int64     `json:"spent_micros"`
 	TotalMicros  int64     `json:"total_micros"`
-}
-
-// collectAlerts reads the alerts SettleTx selects: those its settlement
-// crossed, each recorded once per period by the unique (row, threshold) key.
-func collectAlerts(rows pgx.Rows) ([]Alert, error) {
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Alert, error) {
-		var a Alert
-		return a, r.Scan(&a.OwnerID, &a.Workload, &a.PeriodStart, &a.ThresholdPct, &a.SpentMicros, &a.TotalMicros)
-	})
-	if len(list) == 0 {
-		list = nil
-	}
-	return list, err
 }

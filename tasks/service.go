@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
@@ -308,86 +309,86 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		deadline = time.Duration(req.DeadlineS) * time.Second
 	}
 
-	// A retry is answered from one read, before any redaction, sealing or
-	// transaction: retries are frequent and must stay cheap. A key not
-	// found here may still be taken by a concurrent request by the time the
-	// insert runs; the unique constraint decides that race below.
-	if existing, hashOK, err := s.existing(ctx, s.pool, owner, key, hash); err == nil {
-		if !hashOK {
-			s.cfg.Metrics.TaskSubmitted("conflict")
-			return Created{}, ErrIdempotencyKeyReused
-		}
-		s.reveal(&existing)
-		s.cfg.Metrics.TaskSubmitted("replayed")
-		return Created{Task: existing, Replayed: true}, nil
-	} else if !errors.Is(err, pgx.ErrNoRows) {
+	// A retry is answered from one round trip, before any redaction,
+	// sealing or transaction: retries are frequent and must stay cheap. The
+	// same round trip reads the owner's redaction policy for a new task. A
+	// key not found here may still be taken by a concurrent request by the
+	// time the insert runs; the unique constraint decides that race below.
+	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash)
+	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
+	if existing != nil {
+		return s.replayed(*existing, hashOK)
+	}
+	// Redaction happens here, once, before anything is written: the stored
+	// request is redacted, the raw one sealed.
+	stored, err := json.Marshal(s.privacyFor(redact.Policy(policy)).request(req))
+	if err != nil {
+		return Created{}, fmt.Errorf("tasks: create: %w", err)
+	}
+	id := uuid.New().String()
+	sealed := s.cfg.Sealer.Seal(rawJSON, []byte(id))
 
+	// The job first, so the task row is written once, with its job id. The
+	// reservation goes last and is sent with COMMIT: it locks the owner's
+	// budget row, which every task of the owner needs, and holds it only
+	// while PostgreSQL runs it and commits (pipetx).
 	var out Created
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var policy string
-		if err := tx.QueryRow(ctx, `SELECT redaction_policy FROM owners WHERE id = $1`, owner).Scan(&policy); err != nil {
-			return err
+	err = pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
+		opts := &river.InsertOpts{Queue: queueFor(m.Provider)}
+		if sub.Inline {
+			opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
 		}
-		// Redaction happens here, once, before anything is written: the
-		// stored request is redacted, the raw one sealed.
-		stored, err := json.Marshal(s.privacyFor(redact.Policy(policy)).request(req))
+		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: id, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts)
 		if err != nil {
-			return err
+			return fmt.Errorf("enqueue: %w", err)
 		}
-		id := uuid.New().String()
 		rows, err := tx.Query(ctx, `
 			INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
-			                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms)
+			                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms,
+			                   job_id)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid,
-			        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0))
+			        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 			RETURNING `+taskColumns, id, owner, key, hash, stored, model, amount, deadline, sub.Workload,
-			s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy, sub.RerunOf, sub.Route, sub.PromptVersion,
-			sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond))
+			sealed, policy, sub.RerunOf, sub.Route, sub.PromptVersion,
+			sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), res.Job.ID)
 		if err != nil {
 			return err
 		}
 		t, err := pgx.CollectExactlyOneRow(rows, scanTask)
 		if errors.Is(err, pgx.ErrNoRows) {
-			// The key is taken: by an earlier request, or by a concurrent one
-			// that has just committed (ON CONFLICT waited for it).
-			existing, hashOK, err := s.existing(ctx, tx, owner, key, hash)
-			if err != nil {
-				return err
-			}
-			if !hashOK {
-				return ErrIdempotencyKeyReused
-			}
-			s.reveal(&existing)
-			out = Created{Task: existing, Replayed: true}
-			return nil
+			// The key is taken: by a concurrent request that has just
+			// committed (ON CONFLICT waited for it). Roll back, the job
+			// with it, and answer from that task below.
+			return errKeyTaken
 		}
 		if err != nil {
 			return err
 		}
-		opts := &river.InsertOpts{Queue: queueFor(m.Provider)}
-		if sub.Inline {
-			opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
-		}
-		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts)
-		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET job_id = $2 WHERE id = $1`, t.ID, res.Job.ID); err != nil {
-			return err
-		}
-		// The reservation goes last: it locks the owner's budget row, which
-		// every task of the owner needs, so it is held only until commit.
-		if err := budget.ReserveTx(ctx, tx, budget.Reservation{
+		b := &pgx.Batch{}
+		if err := budget.QueueReserveTx(ctx, tx, b, budget.Reservation{
 			TaskID: t.ID, OwnerID: owner, Workload: sub.Workload, Amount: amount, Estimated: estimated, At: s.cfg.Now(),
 		}); err != nil {
+			return err
+		}
+		if err := tx.CommitWith(ctx, b); err != nil {
 			return err
 		}
 		out = Created{Task: t, jobID: res.Job.ID}
 		return nil
 	})
+	if errors.Is(err, errKeyTaken) {
+		_, existing, hashOK, err := s.lookup(ctx, owner, key, hash)
+		if err != nil {
+			return Created{}, fmt.Errorf("tasks: create: %w", err)
+		}
+		if existing == nil {
+			return Created{}, fmt.Errorf("tasks: create: idempotency key taken, but no task holds it")
+		}
+		return s.replayed(*existing, hashOK)
+	}
 	switch {
 	case errors.Is(err, ErrIdempotencyKeyReused):
 		s.cfg.Metrics.TaskSubmitted("conflict")
@@ -397,18 +398,48 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		return Created{}, err
 	case err != nil:
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
-	case out.Replayed:
-		s.cfg.Metrics.TaskSubmitted("replayed")
-	default:
-		s.cfg.Metrics.TaskSubmitted("created")
 	}
-	if !out.Replayed {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task created",
-			slog.String("task_id", out.Task.ID), slog.String("owner_id", owner),
-			slog.String("idempotency_key_digest", keyDigest(key)), slog.String("model", model),
-			slog.Int64("reserved_micros", amount), slog.String("trace_id", traceID))
-	}
+	s.cfg.Metrics.TaskSubmitted("created")
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task created",
+		slog.String("task_id", out.Task.ID), slog.String("owner_id", owner),
+		slog.String("idempotency_key_digest", keyDigest(key)), slog.String("model", model),
+		slog.Int64("reserved_micros", amount), slog.String("trace_id", traceID))
 	return out, nil
+}
+
+// errKeyTaken rolls back a creation whose idempotency key a concurrent
+// request took first.
+var errKeyTaken = errors.New("tasks: idempotency key taken")
+
+// replayed answers a retry with the task that holds its key: the task when
+// its request hash matches, ErrIdempotencyKeyReused when it does not.
+func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
+	if !hashOK {
+		s.cfg.Metrics.TaskSubmitted("conflict")
+		return Created{}, ErrIdempotencyKeyReused
+	}
+	s.reveal(&t)
+	s.cfg.Metrics.TaskSubmitted("replayed")
+	return Created{Task: t, Replayed: true}, nil
+}
+
+// lookup reads, in one round trip, the owner's redaction policy and the
+// owner's task under key, if any, with whether its request hash is hash.
+func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte) (policy string, t *Task, hashOK bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&policy)
+	})
+	b.Queue(`SELECT `+taskColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
+		owner, key, hash).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &hashOK) })
+		if len(list) == 1 {
+			t = &list[0]
+		}
+		return err
+	})
+	err = s.pool.SendBatch(ctx, b).Close()
+	return policy, t, hashOK, err
 }
 
 // existing reads the owner's task under key and whether its request hash

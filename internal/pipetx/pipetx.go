@@ -1,0 +1,200 @@
+// Package pipetx runs a transaction whose last statements and COMMIT reach
+// PostgreSQL in one round trip.
+//
+// Why: every task of an owner updates the owner's budget row, at admission
+// and at settlement. A row lock is held until commit, and with pgx's own
+// transactions the COMMIT is sent only after the locking statement's result
+// has come back to Go: the lock is held across a client round trip, and on a
+// busy host that round trip (the goroutine waiting to be scheduled, the
+// backend waiting for a core) is most of the hold. Every other task of the
+// owner queues behind it, so the round trip, not PostgreSQL, sets the
+// owner's throughput. Sending the locking statement and COMMIT in one
+// pipeline holds the lock only while PostgreSQL executes and commits.
+//
+// A statement in the final batch that must not take effect (a budget that
+// cannot cover a reservation) aborts the transaction from inside SQL by
+// raising an error (the tollgate_abort function of the migrations): the
+// pipeline skips everything after the failed statement, COMMIT included, and
+// Run rolls back.
+//
+// Tx implements pgx.Tx, so code written for a pgx.Tx (River's InsertTx, the
+// domain packages' ...Tx functions) runs inside it unchanged.
+package pipetx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tx is a transaction on one pooled connection. It is not safe for
+// concurrent use, like any pgx.Tx.
+type Tx struct {
+	conn *pgxpool.Conn
+	done bool // committed or rolled back
+}
+
+var _ pgx.Tx = (*Tx)(nil)
+
+// ErrDone is returned by a Tx used after it committed or rolled back.
+var ErrDone = errors.New("pipetx: transaction already ended")
+
+// Run begins a transaction on a connection of pool and calls fn with it.
+// When fn returns nil the transaction commits, unless fn already committed
+// it with CommitWith; when fn returns an error, or panics, it rolls back.
+// It returns fn's error, or the error of BEGIN or COMMIT.
+func Run(ctx context.Context, pool *pgxpool.Pool, fn func(tx *Tx) error) (err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	tx := &Tx{conn: conn}
+	defer func() {
+		if !tx.done {
+			// A rollback that cannot be sent leaves the connection in a
+			// transaction; the pool closes such connections on release
+			// rather than reuse them.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		tx.done = true // nothing to roll back; the pool drops a broken conn
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if tx.done {
+		return nil
+	}
+	return tx.Commit(ctx)
+}
+
+// CommitWith sends the statements queued on b followed by COMMIT in one
+// pipeline, runs b's callbacks, and ends the transaction. If a statement
+// fails, the ones after it and the COMMIT are skipped and the transaction
+// is rolled back; the first error (a callback's, or the statement's) is
+// returned.
+func (tx *Tx) CommitWith(ctx context.Context, b *pgx.Batch) error {
+	if tx.done {
+		return ErrDone
+	}
+	b.Queue("COMMIT")
+	err := tx.conn.SendBatch(ctx, b).Close()
+	if tx.conn.Conn().PgConn().TxStatus() == 'I' {
+		// COMMIT ran: the transaction is over whatever a callback said.
+		tx.done = true
+		return err
+	}
+	if err == nil {
+		err = fmt.Errorf("pipetx: COMMIT did not end the transaction (status %c)", tx.conn.Conn().PgConn().TxStatus())
+	}
+	if rerr := tx.Rollback(context.WithoutCancel(ctx)); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
+}
+
+// Commit commits the transaction.
+func (tx *Tx) Commit(ctx context.Context) error {
+	if tx.done {
+		return ErrDone
+	}
+	tag, err := tx.conn.Exec(ctx, "COMMIT")
+	tx.done = true
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		// COMMIT of a failed transaction rolls it back.
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// Rollback rolls the transaction back; it is a no-op once it has ended.
+func (tx *Tx) Rollback(ctx context.Context) error {
+	if tx.done {
+		return nil
+	}
+	tx.done = true
+	_, err := tx.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+// Begin is not supported: no code run inside a Tx needs a savepoint.
+func (tx *Tx) Begin(context.Context) (pgx.Tx, error) {
+	return nil, errors.New("pipetx: savepoints are not supported")
+}
+
+// Exec runs sql in the transaction.
+func (tx *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if tx.done {
+		return pgconn.CommandTag{}, ErrDone
+	}
+	return tx.conn.Exec(ctx, sql, args...)
+}
+
+// Query runs sql in the transaction.
+func (tx *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if tx.done {
+		return nil, ErrDone
+	}
+	return tx.conn.Query(ctx, sql, args...)
+}
+
+// QueryRow runs sql in the transaction.
+func (tx *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if tx.done {
+		return errRow{ErrDone}
+	}
+	return tx.conn.QueryRow(ctx, sql, args...)
+}
+
+// SendBatch sends b in the transaction, in one round trip, without
+// committing.
+func (tx *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if tx.done {
+		return errBatch{ErrDone}
+	}
+	return tx.conn.SendBatch(ctx, b)
+}
+
+// CopyFrom copies rows in the transaction.
+func (tx *Tx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if tx.done {
+		return 0, ErrDone
+	}
+	return tx.conn.CopyFrom(ctx, table, cols, src)
+}
+
+// Prepare prepares a statement on the transaction's connection.
+func (tx *Tx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if tx.done {
+		return nil, ErrDone
+	}
+	return tx.conn.Conn().Prepare(ctx, name, sql)
+}
+
+// LargeObjects is not supported; its zero value must not be used.
+func (tx *Tx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+
+// Conn returns the transaction's connection.
+func (tx *Tx) Conn() *pgx.Conn { return tx.conn.Conn() }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS tollgate_abort(text, text);
