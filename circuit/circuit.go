@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -139,14 +140,22 @@ func OpenTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duration
 // CloseTx closes the gate after a successful call. It reports whether the
 // gate was open or paused before.
 func CloseTx(ctx context.Context, tx pgx.Tx, key string) (wasClosed bool, err error) {
-	tag, err := tx.Exec(ctx, `
+	b := &pgx.Batch{}
+	QueueClose(b, key, &wasClosed)
+	return wasClosed, tx.SendBatch(ctx, b).Close()
+}
+
+// QueueClose queues CloseTx's statement on b; wasClosed is set when b's
+// results are read. A closed gate (the usual case) is left untouched, so
+// the statement locks nothing then.
+func QueueClose(b *pgx.Batch, key string, wasClosed *bool) {
+	b.Queue(`
 		UPDATE provider_keys SET state = 'closed', paused_until = NULL, next_probe_at = NULL,
 		       reason_class = NULL, reason_code = NULL, opened_at = NULL, updated_at = now()
-		WHERE key = $1 AND state <> 'closed'`, key)
-	if err != nil {
-		return false, fmt.Errorf("circuit: close: %w", err)
-	}
-	return tag.RowsAffected() == 0, nil
+		WHERE key = $1 AND state <> 'closed'`, key).Exec(func(tag pgconn.CommandTag) error {
+		*wasClosed = tag.RowsAffected() == 0
+		return nil
+	})
 }
 
 // State is a key's gate as operators see it.

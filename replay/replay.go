@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -108,6 +109,17 @@ func (a *Attempt) summarise() {
 // transaction. Writing the same attempt twice keeps the first record: a
 // record is history and is never overwritten.
 func InsertTx(ctx context.Context, tx pgx.Tx, a Attempt) error {
+	b := &pgx.Batch{}
+	if err := QueueInsert(b, a); err != nil {
+		return err
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// QueueInsert queues InsertTx's statement on b, for a caller that sends
+// the record with the rest of its transaction in one round trip. It
+// returns ErrInvalid at once for a record without task or attempt.
+func QueueInsert(b *pgx.Batch, a Attempt) error {
 	if a.TaskID == "" || a.Attempt < 1 {
 		return fmt.Errorf("%w: task id and attempt >= 1 are required", ErrInvalid)
 	}
@@ -115,17 +127,15 @@ func InsertTx(ctx context.Context, tx pgx.Tx, a Attempt) error {
 	if err != nil {
 		return fmt.Errorf("replay: encode parameters: %w", err)
 	}
-	_, err = tx.Exec(ctx, `
+	b.Queue(`
 		INSERT INTO replay_records (task_id, attempt, owner_id, state, provider, provider_model, parameters,
 		                            timeout_ms, response, error, started_at, finished_at, latency_ms,
 		                            trace_id, build_version, redactions, stream)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (task_id, attempt) DO NOTHING`,
 		a.TaskID, a.Attempt, a.OwnerID, a.State, a.Provider, a.ProviderModel, params, a.TimeoutMS,
-		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion, redactions(a.Redactions), a.Stream)
-	if err != nil {
-		return fmt.Errorf("replay: insert: %w", err)
-	}
+		a.Response, a.Error, a.StartedAt, a.FinishedAt, a.LatencyMS, a.TraceID, a.BuildVersion, redactions(a.Redactions), a.Stream,
+	).Exec(func(pgconn.CommandTag) error { return nil })
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/circuit"
+	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/replay"
@@ -278,8 +279,18 @@ const attemptStateSQL = `
 		FROM task_attempts a WHERE a.task_id = tasks.id) j
 	WHERE tasks.id = $1`
 
+// lockAttemptState is readAttemptState with the task's row locked for the
+// transaction, as lockTask locks it.
+func lockAttemptState(ctx context.Context, tx pgx.Tx, id string) (attemptState, error) {
+	return queryAttemptState(ctx, tx, attemptStateSQL+` FOR NO KEY UPDATE OF tasks`, id)
+}
+
 func readAttemptState(ctx context.Context, q querier, id string) (attemptState, error) {
-	rows, err := q.Query(ctx, attemptStateSQL, id)
+	return queryAttemptState(ctx, q, attemptStateSQL, id)
+}
+
+func queryAttemptState(ctx context.Context, q querier, sql, id string) (attemptState, error) {
+	rows, err := q.Query(ctx, sql, id)
 	if err != nil {
 		return attemptState{}, err
 	}
@@ -587,12 +598,18 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 	var after error
 	var final *outcome
 	breakerOpened, blocked := false, false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		t, err := lockTask(ctx, tx, b.task.ID)
+	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
+		st, err := lockAttemptState(ctx, tx, b.task.ID)
 		if err != nil {
 			return err
 		}
+		t := st.task
 		t.Request = b.raw // estimates below see what the provider saw
+		if !b.sent {
+			// The next free number: the one the run expected, unless a
+			// rescued duplicate of the job recorded first.
+			b.attempt = st.last + 1
+		}
 		state := "succeeded"
 		if pe != nil {
 			state = "failed"
@@ -600,64 +617,60 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 				state = "ambiguous"
 			}
 		}
-		if err := s.journal(ctx, tx, b, state, pe, latency); err != nil {
-			return err
-		}
-		rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, r.traceID)
-		now := b.startAt.Add(latency)
-		rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
-		if pe != nil {
-			rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
-		} else {
-			rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
-			if resp.Usage != nil {
-				rec.Response.Usage = &replay.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
-			}
-		}
-		rec.State = state
-		rec.Stream = b.stream
-		if pe != nil && resp != nil && resp.Content != "" {
-			// A cut stream: keep what arrived, redacted like any answer.
-			rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
-		}
-		if err := replay.InsertTx(ctx, tx, rec); err != nil {
-			return err
-		}
-		jc, err := countJournal(ctx, tx, t.ID, b.model.Name)
-		if err != nil {
+		rec := s.outcomeRecord(t, r, b, state, pe, resp, latency)
+		batch := &pgx.Batch{}
+		queueJournal(batch, b, state, pe, latency)
+		if err := replay.QueueInsert(batch, rec); err != nil {
 			return err
 		}
 
 		if pe == nil {
-			wasClosed, err := circuit.CloseTx(ctx, tx, b.model.Provider)
-			if err != nil {
-				return err
-			}
-			if !wasClosed {
-				log.Warn("provider key gate closed: calls flow again")
-			}
+			// The whole success in one pipeline with COMMIT: journal,
+			// replay record, gate, the task's end and, last, the
+			// settlement, which locks the owner's budget row only while
+			// PostgreSQL runs it and commits. A River run's job is
+			// completed by River once Work returns (its completions are
+			// batched across jobs); a job that runs again after a crash
+			// finds its task finished and makes no call.
+			var wasClosed bool
+			circuit.QueueClose(batch, b.model.Provider, &wasClosed)
 			if t.Status.Final() {
 				// Another run finished the task meanwhile (a rescued
 				// duplicate); this attempt is history only.
-				err := r.complete(ctx, tx)
-				return err
+				if err := r.complete(ctx, tx); err != nil {
+					return err
+				}
+				return tx.CommitWith(ctx, batch)
 			}
 			status := StatusSucceeded
 			if t.CancelRequested {
 				status = StatusCanceled // settled for the call's cost, its answer not delivered
 			}
-			// The job completes first and the settlement comes last, so
-			// the owner's budget row stays locked only until commit.
-			if err := r.complete(ctx, tx); err != nil {
+			if r.inline {
+				if err := r.complete(ctx, tx); err != nil {
+					return err
+				}
+			}
+			var settled budget.Settled
+			if err := s.queueSucceeded(batch, t, b.model, resp, st.jc.ambiguous, status, &settled); err != nil {
 				return err
 			}
-			alerts, err := s.finishSucceeded(ctx, tx, t, b.model, resp, jc.ambiguous, status)
-			if err != nil {
+			if err := tx.CommitWith(ctx, batch); err != nil {
 				return err
 			}
-			final = &outcome{taskID: t.ID, status: status, created: t.CreatedAt, alerts: alerts}
+			if !wasClosed {
+				log.Warn("provider key gate closed: calls flow again")
+			}
+			final = &outcome{taskID: t.ID, status: status, created: t.CreatedAt, alerts: settled.Alerts}
 			log.Info("task finished", slog.String("final_status", string(status)))
 			return nil
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		jc, err := countJournal(ctx, tx, t.ID, b.model.Name)
+		if err != nil {
+			return err
 		}
 		if t.Status.Final() {
 			err := r.complete(ctx, tx)
@@ -803,11 +816,11 @@ func (s *Service) modelLabel(name string) string {
 	return "other"
 }
 
-// journal records an attempt's outcome. An inline run's entry, committed
-// "sent" before the call, is updated; a River run's is inserted now, under
-// the task's lock, with the next free number (the one the run expected,
-// unless a rescued duplicate of the job recorded first), which b takes.
-func (s *Service) journal(ctx context.Context, tx pgx.Tx, b *begunAttempt, state string, pe *provider.Error, latency time.Duration) error {
+// queueJournal queues the statement recording an attempt's outcome. An
+// inline run's entry, committed "sent" before the call, is updated; a River
+// run's is inserted, under the task's lock, with b.attempt, the next free
+// number, and the task's attempt count follows it.
+func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.Error, latency time.Duration) {
 	var class, code *string
 	var status *int
 	if pe != nil {
@@ -815,32 +828,54 @@ func (s *Service) journal(ctx context.Context, tx pgx.Tx, b *begunAttempt, state
 		class, code, status = &c, &k, &st
 	}
 	if b.sent {
-		_, err := tx.Exec(ctx, `
+		batch.Queue(`
 			UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, finished_at = now()
 			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status)
-		return err
+		return
 	}
-	return tx.QueryRow(ctx, `
+	batch.Queue(`
 		WITH a AS (
 			INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
 			                           idempotency_key, started_at, finished_at)
-			SELECT $1, COALESCE(max(attempt), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9, $9::timestamptz + $10::interval
-			FROM task_attempts WHERE task_id = $1
-			RETURNING attempt
-		), t AS (
-			UPDATE tasks SET attempts = a.attempt FROM a WHERE tasks.id = $1
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval)
 		)
-		SELECT attempt FROM a`,
-		b.task.ID, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency).Scan(&b.attempt)
+		UPDATE tasks SET attempts = $2 WHERE id = $1`,
+		b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency)
 }
 
-// finishSucceeded settles the reservation at the actual cost: the
-// provider's reported usage, or an estimate labelled as such when it
-// reported none. Each earlier ambiguous attempt may have been charged by the
-// provider too; the documented rule is to add its worst case (the task's
-// reservation) and label the whole settlement possibly_charged, so finance
-// sees an upper bound rather than a silent undercount.
-func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status) ([]budget.Alert, error) {
+// outcomeRecord is the replay record of an attempt's outcome, its answer
+// or cut stream redacted as stored.
+func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, pe *provider.Error,
+	resp *provider.Response, latency time.Duration) replay.Attempt {
+	latencyMS := int(latency / time.Millisecond)
+	rec := s.record(t, b.model, b.prov, b.attempt, b.startAt, r.traceID)
+	now := b.startAt.Add(latency)
+	rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
+	if pe != nil {
+		rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
+	} else {
+		rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
+		if resp.Usage != nil {
+			rec.Response.Usage = &replay.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+		}
+	}
+	rec.State = state
+	rec.Stream = b.stream
+	if pe != nil && resp != nil && resp.Content != "" {
+		// A cut stream: keep what arrived, redacted like any answer.
+		rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
+	}
+	return rec
+}
+
+// queueSucceeded queues the task's end and its settlement at the actual
+// cost: the provider's reported usage, or an estimate labelled as such when
+// it reported none. Each earlier ambiguous attempt may have been charged by
+// the provider too; the documented rule is to add its worst case (the
+// task's reservation) and label the whole settlement possibly_charged, so
+// finance sees an upper bound rather than a silent undercount. settled is
+// filled in when the batch's results are read.
+func (s *Service) queueSucceeded(batch *pgx.Batch, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status, settled *budget.Settled) error {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
@@ -854,25 +889,20 @@ func (s *Service) finishSucceeded(ctx context.Context, tx pgx.Tx, t Task, m cata
 		cost += int64(ambiguous) * t.ReservedMicros
 	}
 	if status == StatusCanceled {
-		if err := finish(ctx, tx, t.ID, StatusCanceled, nil, nil); err != nil {
-			return nil, err
-		}
+		queueFinish(batch, t.ID, StatusCanceled, nil, nil)
 	} else {
 		// The output is stored sealed, for the owner to poll; the result
 		// row itself holds no text.
 		res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost,
 			sealedOutput: s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))}
-		if err := finish(ctx, tx, t.ID, StatusSucceeded, &res, nil); err != nil {
-			return nil, err
-		}
+		queueFinish(batch, t.ID, StatusSucceeded, &res, nil)
 	}
 	// Settlement last: it locks the owner's budget row, which every task of
-	// the owner needs, so the lock is held only until commit.
-	settled, err := budget.SettleTx(ctx, tx, budget.Settlement{
+	// the owner needs.
+	return budget.QueueSettle(batch, budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
-	}, s.cfg.AlertThresholds)
-	return settled.Alerts, err
+	}, s.cfg.AlertThresholds, settled)
 }
 
 // finishFailed ends a failed task. With no ambiguous attempt nothing was
@@ -916,15 +946,21 @@ func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, ambiguous i
 // is stored with it. Its outcome, observed after commit, announces it to
 // waiting pollers.
 func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Result, f *Failure) error {
+	b := &pgx.Batch{}
+	queueFinish(b, id, status, res, f)
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// queueFinish queues finish's statement.
+func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure) {
 	var sealed []byte
 	if res != nil {
 		sealed = res.sealedOutput
 	}
-	_, err := tx.Exec(ctx, `
+	b.Queue(`
 		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
 		       finished_at = now(), updated_at = now()
 		WHERE id = $1`, id, string(status), res, f, sealed)
-	return err
 }
 
 // lockTask reads the task and locks its row for the transaction, so two runs
