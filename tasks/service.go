@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/internal/keylock"
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
@@ -158,6 +159,22 @@ type Service struct {
 	river     *river.Client[pgx.Tx]
 	waiter    *waiter
 	started   bool // workers running; set by Start before any Stop
+	// budgetRows queues this process's commits on an owner's budget rows
+	// (commitOnBudget).
+	budgetRows keylock.Locks
+}
+
+// commitOnBudget sends b, whose last statement locks owner's budget rows
+// (a reservation or a settlement), with COMMIT, after this process's other
+// commits on those rows: PostgreSQL then has at most one waiter per
+// instance for the row, instead of a herd woken at every commit.
+func (s *Service) commitOnBudget(ctx context.Context, tx *pipetx.Tx, owner string, b *pgx.Batch) error {
+	unlock, err := s.budgetRows.Lock(ctx, owner)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return tx.CommitWith(ctx, b)
 }
 
 // New returns a service on pool. Call Start to run workers; a service that
@@ -373,7 +390,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		}); err != nil {
 			return err
 		}
-		if err := tx.CommitWith(ctx, b); err != nil {
+		if err := s.commitOnBudget(ctx, tx, owner, b); err != nil {
 			return err
 		}
 		out = Created{Task: t, jobID: res.Job.ID}

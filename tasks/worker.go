@@ -655,7 +655,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			if err := s.queueSucceeded(batch, t, b.model, resp, st.jc.ambiguous, status, &settled); err != nil {
 				return err
 			}
-			if err := tx.CommitWith(ctx, batch); err != nil {
+			if err := s.commitOnBudget(ctx, tx, t.OwnerID, batch); err != nil {
 				return err
 			}
 			if !wasClosed {
