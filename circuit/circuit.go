@@ -158,6 +158,22 @@ func QueueClose(b *pgx.Batch, key string, wasClosed *bool) {
 	})
 }
 
+// QueuePeek queues Peek's read on b; mode is set when b's results are
+// read. A key never seen is closed.
+func QueuePeek(b *pgx.Batch, key string, mode *Mode) {
+	b.Queue(`SELECT state FROM provider_keys WHERE key = $1`, key).Query(func(rows pgx.Rows) error {
+		m, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("circuit: mode: %w", err)
+		}
+		*mode = Closed
+		if len(m) == 1 {
+			*mode = Mode(m[0])
+		}
+		return nil
+	})
+}
+
 // State is a key's gate as operators see it.
 type State struct {
 	Key         string     `json:"key"`
@@ -207,20 +223,9 @@ func (s *Store) ProbeNow(ctx context.Context, key string) error {
 
 // ModeTx returns the key's mode without deciding anything: for choosing a
 // fallback whose key is not open.
-func ModeTx(ctx context.Context, tx pgx.Tx, key string) (Mode, error) { return Peek(ctx, tx, key) }
-
-// Peek reads the key's mode outside any transaction (q is a pool or a
-// transaction): a worker's quick check before a call, which claims nothing.
-func Peek(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, key string) (Mode, error) {
-	var mode string
-	err := q.QueryRow(ctx, `SELECT state FROM provider_keys WHERE key = $1`, key).Scan(&mode)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Closed, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("circuit: mode: %w", err)
-	}
-	return Mode(mode), nil
+func ModeTx(ctx context.Context, tx pgx.Tx, key string) (Mode, error) {
+	var mode Mode
+	b := &pgx.Batch{}
+	QueuePeek(b, key, &mode)
+	return mode, tx.SendBatch(ctx, b).Close()
 }

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +24,8 @@ import (
 // net that finishes the task should this process die mid-call.
 type run struct {
 	taskID, traceID      string
-	attempt, maxAttempts int // River's counters for the job
+	providerKey          string // of the job's queue; "" for inline runs
+	attempt, maxAttempts int    // River's counters for the job
 	inline               bool
 	// errors are the job's earlier runs that failed, as River recorded
 	// them (see unrecordedRuns).
@@ -34,6 +36,7 @@ type run struct {
 func riverRun(job *river.Job[TaskArgs]) *run {
 	return &run{
 		taskID: job.Args.TaskID, traceID: job.Args.TraceID, attempt: job.Attempt, maxAttempts: job.MaxAttempts, errors: job.Errors,
+		providerKey: strings.TrimPrefix(job.Queue, queueFor("")),
 		complete: func(ctx context.Context, tx pgx.Tx) error {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err

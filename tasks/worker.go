@@ -294,6 +294,11 @@ func queryAttemptState(ctx context.Context, q querier, sql, id string) (attemptS
 	if err != nil {
 		return attemptState{}, err
 	}
+	return collectAttemptState(rows)
+}
+
+// collectAttemptState reads attemptStateSQL's row; ErrNotFound for none.
+func collectAttemptState(rows pgx.Rows) (attemptState, error) {
 	st, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (attemptState, error) {
 		var st attemptState
 		t, err := scanTaskInto(r, &st.left, &st.sent, &st.last, &st.recorded, &st.jc.counted, &st.jc.ambiguous)
@@ -335,10 +340,20 @@ func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt
 	return begun, after, nil
 }
 
-// beginQuick is a River run's happy path: two reads and no transaction. It
-// returns nil when the transactional path must decide.
+// beginQuick is a River run's happy path: two reads in one round trip and
+// no transaction. It returns nil when the transactional path must decide.
 func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error) {
-	st, err := readAttemptState(ctx, s.pool, r.taskID)
+	// The gate read is the job's queue's provider key: the key the task
+	// runs on, unless a fallback moved it, which the check below catches.
+	var st attemptState
+	var mode circuit.Mode
+	b := &pgx.Batch{}
+	b.Queue(attemptStateSQL, r.taskID).Query(func(rows pgx.Rows) (err error) {
+		st, err = collectAttemptState(rows)
+		return err
+	})
+	circuit.QueuePeek(b, r.providerKey, &mode)
+	err := s.pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
@@ -359,9 +374,8 @@ func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error)
 	if err != nil {
 		return nil, nil
 	}
-	mode, err := circuit.Peek(ctx, s.pool, m.Provider)
-	if err != nil || mode != circuit.Closed {
-		return nil, err
+	if m.Provider != r.providerKey || mode != circuit.Closed {
+		return nil, nil
 	}
 	t.Request = raw
 	return &begunAttempt{task: t, attempt: st.last + 1, startAt: s.cfg.Now(), model: m, prov: prov, raw: raw}, nil

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS tasks_canceled_created;
+DROP INDEX IF EXISTS tasks_failed_created;
