@@ -54,6 +54,11 @@ func TestSupportSearchesRecordsAndReadsAreAudited(t *testing.T) {
 		{"support finds words across owners", support, "q=kettle", []string{b1.ID, a1.ID}},
 		{"support narrows to an owner", support, "q=kettle&owner=alice", []string{a1.ID}},
 		{"by task id", support, "q=" + b1.ID, []string{b1.ID}},
+		{"by idempotency key, every owner's", support, "q=order-1", []string{b1.ID, a1.ID}},
+		{"by idempotency key within an owner", support, "q=order-1&owner=bob", []string{b1.ID}},
+		{"by a key no task has", support, "q=order-9", nil},
+		{"by status succeeded with words", support, "q=kettle&status=succeeded", []string{b1.ID, a1.ID}},
+		{"by status running", support, "status=running", nil},
 		{"a client sees only its own", alice, "q=kettle", []string{a1.ID}},
 		{"by status", support, "status=failed", nil},
 	}

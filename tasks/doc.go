@@ -9,11 +9,19 @@
 // with a different request is refused and changes nothing.
 //
 // Running a task commits one transaction of its own on the happy path. The
-// worker reads the task, its journal and its provider key's gate (no
-// transaction), calls the provider outside any transaction, then records the
-// outcome: the journal entry, the replay record, and for a final outcome the
-// task's end, its settlement and the River job's completion, all together,
-// so "finished", "settled" and "job done" can never disagree.
+// worker reads the task, its journal and its provider key's gate (one round
+// trip, no transaction), calls the provider outside any transaction, then
+// records the outcome: the journal entry, the replay record, and for a final
+// outcome the task's end and its settlement, all together, so "finished" and
+// "settled" can never disagree. A succeeded task's River job is completed by
+// River once the worker returns, batched with other jobs' completions; a job
+// run again after a crash finds its task finished and makes no call.
+//
+// Admission and settlement both update the owner's budget row, the one row
+// every task of the owner shares. Their locking statement is the last of
+// the transaction and is sent with COMMIT in one pipeline (internal/pipetx),
+// and within a process those commits queue per owner (internal/keylock), so
+// the row is held only while PostgreSQL runs the statement and commits.
 //
 // The journal must still tell, before a call is repeated, whether an
 // earlier run may have made it. River's fetch commits the run's attempt
