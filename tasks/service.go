@@ -459,21 +459,6 @@ func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte) (p
 	return policy, t, hashOK, err
 }
 
-// existing reads the owner's task under key and whether its request hash
-// is hash; pgx.ErrNoRows when there is none. q is the pool or a transaction.
-func (s *Service) existing(ctx context.Context, q querier, owner, key string, hash []byte) (Task, bool, error) {
-	rows, err := q.Query(ctx, `SELECT `+taskColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
-		owner, key, hash)
-	if err != nil {
-		return Task{}, false, err
-	}
-	var same bool
-	t, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (Task, error) {
-		return scanTaskInto(r, &same)
-	})
-	return t, same, err
-}
-
 // estimate is the reservation for a request: input tokens estimated from
 // the text, output tokens at max_tokens, at the price of the most expensive
 // model of the fallback chain the request fits, since any of them may end
