@@ -222,6 +222,14 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 
 	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.LongPoll, cfg.TaskTimeout, cfg.MaxInFlight)
 	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if conn != nil {
+		var autovacuum string
+		if err := conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&autovacuum); err == nil && autovacuum == "off" {
+			s.vacuum = conn
+			rep.Notes = append(rep.Notes, "the server runs with autovacuum off: tollbench VACUUMs Tollgate's database before each step, "+
+				"as autovacuum would between steps, so that a step does not pay for the dead rows of the ones before")
+		}
+	}
 	if cfg.runs(ScenarioThroughput) {
 		if err := s.throughput(ctx, rep, p); err != nil {
 			return rep, err
@@ -302,6 +310,9 @@ type stepper struct {
 	meter *pgMeter // nil without a database URL
 	stmts *statements
 	runID string
+	// vacuum, when set, is the connection that VACUUMs the database before
+	// each step (the server's autovacuum is off).
+	vacuum *pgx.Conn
 }
 
 func (s *stepper) setLatency(d time.Duration) {
@@ -316,6 +327,11 @@ func (s *stepper) setLatency(d time.Duration) {
 func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (Step, error) {
 	s.setLatency(lat)
 	s.resetUpstream(ctx)
+	if s.vacuum != nil {
+		if _, err := s.vacuum.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
+			return Step{}, fmt.Errorf("bench: vacuum before the step: %w", err)
+		}
+	}
 	st := Step{ProviderLatencyMS: ms(lat), Rate: rate, DurationS: s.cfg.Duration.Seconds(), Errors: map[string]int{}}
 
 	before, err := s.readGauges(ctx, nil)

@@ -23,17 +23,18 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	httpRequests    *prometheus.CounterVec
-	providerCalls   *prometheus.CounterVec
-	unclassified    *prometheus.CounterVec
-	upstreamLatency *prometheus.HistogramVec
-	tasksFinished   *prometheus.CounterVec
-	taskLatency     *prometheus.HistogramVec
-	breakerOpened   *prometheus.CounterVec
-	tasksCreated    *prometheus.CounterVec
-	orphans         prometheus.Counter
-	fallbacks       *prometheus.CounterVec
-	budgetAlerts    *prometheus.CounterVec
+	httpRequests     *prometheus.CounterVec
+	providerCalls    *prometheus.CounterVec
+	unclassified     *prometheus.CounterVec
+	upstreamLatency  *prometheus.HistogramVec
+	tasksFinished    *prometheus.CounterVec
+	taskLatency      *prometheus.HistogramVec
+	breakerOpened    *prometheus.CounterVec
+	tasksCreated     *prometheus.CounterVec
+	orphans          prometheus.Counter
+	fallbacks        *prometheus.CounterVec
+	budgetAlerts     *prometheus.CounterVec
+	recordedTogether prometheus.Histogram
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -77,6 +78,10 @@ func New() *Metrics {
 		budgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_budget_alerts_total", Help: "Budget threshold alerts fired, by threshold percent.",
 		}, []string{"threshold_pct"}),
+		recordedTogether: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tollgate_success_batch_tasks", Help: "Succeeded tasks of one owner recorded and settled in one transaction. Batches grow with load: they are how one owner's budget row keeps up.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -84,7 +89,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts, m.fallbacks,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -142,6 +147,14 @@ func (m *Metrics) Fallback(route, guard, reason string) {
 		return
 	}
 	m.fallbacks.WithLabelValues(route, guard, reason).Inc()
+}
+
+// RecordedTogether observes a transaction that recorded n succeeded tasks.
+func (m *Metrics) RecordedTogether(n int) {
+	if m == nil {
+		return
+	}
+	m.recordedTogether.Observe(float64(n))
 }
 
 // OrphanReaped counts a reservation the reaper closed.

@@ -162,6 +162,8 @@ type Service struct {
 	// budgetRows queues this process's commits on an owner's budget rows
 	// (commitOnBudget).
 	budgetRows keylock.Locks
+	// settler records an owner's succeeded calls together (recordTogether).
+	settler settler
 }
 
 // commitOnBudget sends b, whose last statement locks owner's budget rows

@@ -282,8 +282,12 @@ const attemptStateSQL = `
 // lockAttemptState is readAttemptState with the task's row locked for the
 // transaction, as lockTask locks it.
 func lockAttemptState(ctx context.Context, tx pgx.Tx, id string) (attemptState, error) {
-	return queryAttemptState(ctx, tx, attemptStateSQL+` FOR NO KEY UPDATE OF tasks`, id)
+	return queryAttemptState(ctx, tx, attemptStateSQL+lockAttemptSQL, id)
 }
+
+// lockAttemptSQL turns attemptStateSQL into the read that locks the task
+// for the transaction.
+const lockAttemptSQL = ` FOR NO KEY UPDATE OF tasks`
 
 func readAttemptState(ctx context.Context, q querier, id string) (attemptState, error) {
 	return queryAttemptState(ctx, q, attemptStateSQL, id)
@@ -612,6 +616,16 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 	var after error
 	var final *outcome
 	breakerOpened, blocked := false, false
+	if pe == nil && !r.inline {
+		// A River run's success is recorded with the owner's other
+		// successes waiting, when there are any; else on its own below.
+		c := &succeededCall{r: r, b: b, resp: resp, latency: latency}
+		if err := s.recordTogether(ctx, c); err == nil {
+			final = c.res.logged(log)
+			s.afterOutcome(log, b, nil, latency, false, false, final)
+			return nil
+		}
+	}
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		st, err := lockAttemptState(ctx, tx, b.task.ID)
 		if err != nil {
@@ -624,60 +638,38 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			// rescued duplicate of the job recorded first.
 			b.attempt = st.last + 1
 		}
-		state := "succeeded"
-		if pe != nil {
-			state = "failed"
-			if pe.Class == provider.ClassAmbiguous {
-				state = "ambiguous"
-			}
-		}
-		rec := s.outcomeRecord(t, r, b, state, pe, resp, latency)
 		batch := &pgx.Batch{}
-		queueJournal(batch, b, state, pe, latency)
-		if err := replay.QueueInsert(batch, rec); err != nil {
-			return err
-		}
-
 		if pe == nil {
-			// The whole success in one pipeline with COMMIT: journal,
-			// replay record, gate, the task's end and, last, the
-			// settlement, which locks the owner's budget row only while
-			// PostgreSQL runs it and commits. A River run's job is
-			// completed by River once Work returns (its completions are
-			// batched across jobs); a job that runs again after a crash
-			// finds its task finished and makes no call.
-			var wasClosed bool
-			circuit.QueueClose(batch, b.model.Provider, &wasClosed)
 			if t.Status.Final() {
 				// Another run finished the task meanwhile (a rescued
 				// duplicate); this attempt is history only.
+				var wasClosed bool
+				if err := s.queueAttempt(batch, t, r, b, nil, resp, latency, &wasClosed); err != nil {
+					return err
+				}
 				if err := r.complete(ctx, tx); err != nil {
 					return err
 				}
 				return tx.CommitWith(ctx, batch)
-			}
-			status := StatusSucceeded
-			if t.CancelRequested {
-				status = StatusCanceled // settled for the call's cost, its answer not delivered
 			}
 			if r.inline {
 				if err := r.complete(ctx, tx); err != nil {
 					return err
 				}
 			}
-			var settled budget.Settled
-			if err := s.queueSucceeded(batch, t, b.model, resp, st.jc.ambiguous, status, &settled); err != nil {
+			var res successResult
+			if err := s.queueSuccess(batch, st, r, b, resp, latency, &res); err != nil {
 				return err
 			}
 			if err := s.commitOnBudget(ctx, tx, t.OwnerID, batch); err != nil {
 				return err
 			}
-			if !wasClosed {
-				log.Warn("provider key gate closed: calls flow again")
-			}
-			final = &outcome{taskID: t.ID, status: status, created: t.CreatedAt, alerts: settled.Alerts}
-			log.Info("task finished", slog.String("final_status", string(status)))
+			final = res.logged(log)
 			return nil
+		}
+		var wasClosed bool
+		if err := s.queueAttempt(batch, t, r, b, pe, resp, latency, &wasClosed); err != nil {
+			return err
 		}
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
@@ -783,6 +775,13 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 	if err != nil {
 		return fmt.Errorf("tasks: record outcome: %w", err)
 	}
+	s.afterOutcome(log, b, pe, latency, breakerOpened, blocked, final)
+	return after
+}
+
+// afterOutcome is what follows a committed outcome: the provider call's
+// metrics, the breaker's opening, and waiters told.
+func (s *Service) afterOutcome(log *slog.Logger, b *begunAttempt, pe *provider.Error, latency time.Duration, breakerOpened, blocked bool, final *outcome) {
 	class, status, unclassified := "success", 0, false
 	if pe != nil {
 		class, status, unclassified = string(pe.Class), pe.Status, pe.Unclassified()
@@ -798,7 +797,69 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		s.waiter.announce(b.task.ID)
 	}
 	s.observe(final)
-	return after
+}
+
+// queueAttempt queues the statements that record an attempt's outcome on
+// t: its journal entry and replay record and, after a success, the gate's
+// closing (wasClosed is set when the batch's results are read).
+func (s *Service) queueAttempt(batch *pgx.Batch, t Task, r *run, b *begunAttempt, pe *provider.Error,
+	resp *provider.Response, latency time.Duration, wasClosed *bool) error {
+	state := "succeeded"
+	if pe != nil {
+		state = "failed"
+		if pe.Class == provider.ClassAmbiguous {
+			state = "ambiguous"
+		}
+	}
+	queueJournal(batch, b, state, pe, latency)
+	if err := replay.QueueInsert(batch, s.outcomeRecord(t, r, b, state, pe, resp, latency)); err != nil {
+		return err
+	}
+	if pe == nil {
+		circuit.QueueClose(batch, b.model.Provider, wasClosed)
+	}
+	return nil
+}
+
+// successResult is what recording a succeeded call yields once its batch's
+// results are read.
+type successResult struct {
+	task      Task
+	status    Status
+	wasClosed bool
+	settled   budget.Settled
+}
+
+// queueSuccess queues the whole record of a succeeded call on an
+// unfinished task whose row and journal st was read under lock: journal,
+// replay record, gate, the task's end and, last, the settlement, which
+// locks the owner's budget row. Sent with COMMIT (pipetx), the row is held
+// only while PostgreSQL runs it and commits. A River run's job is completed
+// by River once Work returns (its completions are batched across jobs); a
+// job that runs again after a crash finds its task finished and makes no
+// call.
+func (s *Service) queueSuccess(batch *pgx.Batch, st attemptState, r *run, b *begunAttempt,
+	resp *provider.Response, latency time.Duration, res *successResult) error {
+	t := st.task
+	t.Request = b.raw
+	res.task, res.status = t, StatusSucceeded
+	if t.CancelRequested {
+		res.status = StatusCanceled // settled for the call's cost, its answer not delivered
+	}
+	if err := s.queueAttempt(batch, t, r, b, nil, resp, latency, &res.wasClosed); err != nil {
+		return err
+	}
+	return s.queueSucceeded(batch, t, b.model, resp, st.jc.ambiguous, res.status, &res.settled)
+}
+
+// logged logs a committed success and returns the task's outcome.
+func (res *successResult) logged(log *slog.Logger) *outcome {
+	t := res.task
+	if !res.wasClosed {
+		log.Warn("provider key gate closed: calls flow again")
+	}
+	log.Info("task finished", slog.String("final_status", string(res.status)))
+	return &outcome{taskID: t.ID, status: res.status, created: t.CreatedAt, alerts: res.settled.Alerts}
 }
 
 // outcome is a task's end, recorded on metrics once its transaction has

@@ -1,0 +1,94 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/tollgate/tollgate/accounts"
+)
+
+// TestSuccessesOfOneOwnerSettleTogether runs 150 tasks of one owner at once
+// with workers on, so that successes queue behind each other and are
+// recorded in shared transactions (tasks.recordTogether). Every task must
+// end with its own journal entry, replay record and usage row, the owner's
+// balance must equal the sum of the settlements to the micro, the ledger
+// must explain it, and the metrics must show that some transaction
+// recorded more than one task.
+func TestSuccessesOfOneOwnerSettleTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("batchco", accounts.RoleClient, 1_000_000_000)
+	const n = 150
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := e.post(key, fmt.Sprintf("together-%d", i), taskBody("settle me with the others", 20), map[string]string{"Prefer": "wait=60"})
+			statuses[i] = r.status
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusOK {
+			t.Fatalf("task %d: status %d, want 200 (finished within the wait)", i, s)
+		}
+	}
+	checks := []struct {
+		name string
+		sql  string
+		want int64
+	}{
+		{"succeeded tasks", `SELECT count(*) FROM tasks WHERE status = 'succeeded'`, n},
+		{"journal entries", `SELECT count(*) FROM task_attempts WHERE state = 'succeeded'`, n},
+		{"replay records", `SELECT count(*) FROM replay_records WHERE state = 'succeeded'`, n},
+		{"usage rows", `SELECT count(*) FROM usage_records`, n},
+		{"settled reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'settled'`, n},
+		{"spent minus the usage rows' charges", `
+			SELECT (SELECT spent_micros FROM budget_periods WHERE owner_id = 'batchco' AND workload = '')
+			     - (SELECT sum(charged_micros) FROM usage_records WHERE owner_id = 'batchco')`, 0},
+		{"results' costs minus the usage rows' costs", `
+			SELECT (SELECT sum((result->>'cost_micros')::bigint) FROM tasks)
+			     - (SELECT sum(cost_micros) FROM usage_records)`, 0},
+		{"reserved left", `SELECT reserved_micros FROM budget_periods WHERE owner_id = 'batchco' AND workload = ''`, 0},
+	}
+	for _, c := range checks {
+		if got := e.scalar(c.sql); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	e.checkInvariants()
+
+	r := e.do(http.MethodGet, "/metrics", "", nil, nil)
+	count := metricValue(t, r.body, "tollgate_success_batch_tasks_count")
+	sum := metricValue(t, r.body, "tollgate_success_batch_tasks_sum")
+	if sum > n || count < 1 {
+		t.Errorf("batches recorded %v tasks in %v transactions; want at most %d tasks in at least one", sum, count, n)
+	}
+	if count >= sum {
+		t.Errorf("%v transactions for %v tasks: no transaction recorded more than one task", count, sum)
+	}
+	t.Logf("%v tasks recorded together in %v transactions (the rest alone)", sum, count)
+}
+
+// metricValue reads an unlabelled sample from a Prometheus text page.
+func metricValue(t *testing.T, page []byte, name string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("metric %s not on the page", name)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
