@@ -48,13 +48,34 @@ func QueueReserveTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r Reservation)
 	if r.Amount <= 0 {
 		return fmt.Errorf("%w: reservation must be > 0, got %d", ErrInvalid, r.Amount)
 	}
-	ids, err := balanceRowsTx(ctx, tx, r.OwnerID, r.Workload, r.At)
+	ids, err := BalanceRowsTx(ctx, tx, r.OwnerID, r.Workload, r.At)
+	if err != nil {
+		return err
+	}
+	QueueReserveOn(b, r, ids)
+	return nil
+}
+
+// BalanceRowsTx returns the ids of the balance rows a reservation of
+// owner's workload at `at` holds, opening a period not opened yet. It
+// returns ErrInsufficient when the owner has no budget. Reservations of one
+// owner and workload in one period share them, so a caller reserving for
+// many tasks reads them once.
+func BalanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time) ([]int64, error) {
+	ids, err := balanceRowsTx(ctx, tx, owner, workload, at)
 	if errors.Is(err, ErrNotFound) {
-		return ErrInsufficient
+		return nil, ErrInsufficient
 	}
 	if err != nil {
-		return fmt.Errorf("budget: reserve: %w", err)
+		return nil, fmt.Errorf("budget: reserve: %w", err)
 	}
+	return ids, nil
+}
+
+// QueueReserveOn queues on b QueueReserveTx's statement for r on the
+// balance rows ids (from BalanceRowsTx). r.Amount must be positive, as
+// QueueReserveTx checks: the reservation's CHECK constraint refuses others.
+func QueueReserveOn(b *pgx.Batch, r Reservation, ids []int64) {
 	// One statement: the rows locked in id order (one lock order everywhere,
 	// whatever order a scan would meet them in: no deadlocks between
 	// reservations), the conditional UPDATE, the rows recording the
@@ -87,7 +108,6 @@ func QueueReserveTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r Reservation)
 		}
 		return nil
 	})
-	return nil
 }
 
 // SQLSTATEs the statements of this package raise through tollgate_abort to

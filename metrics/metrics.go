@@ -35,6 +35,7 @@ type Metrics struct {
 	fallbacks        *prometheus.CounterVec
 	budgetAlerts     *prometheus.CounterVec
 	recordedTogether prometheus.Histogram
+	admittedTogether prometheus.Histogram
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -82,6 +83,10 @@ func New() *Metrics {
 			Name: "tollgate_success_batch_tasks", Help: "Succeeded tasks of one owner recorded and settled in one transaction. Batches grow with load: they are how one owner's budget row keeps up.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 		}),
+		admittedTogether: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tollgate_admission_batch_tasks", Help: "New tasks of one owner admitted (row, job, reservation) in one transaction. Batches grow with load.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -89,7 +94,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts, m.fallbacks,
-		m.recordedTogether, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, m.admittedTogether, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -155,6 +160,14 @@ func (m *Metrics) RecordedTogether(n int) {
 		return
 	}
 	m.recordedTogether.Observe(float64(n))
+}
+
+// AdmittedTogether observes a transaction that admitted n new tasks.
+func (m *Metrics) AdmittedTogether(n int) {
+	if m == nil {
+		return
+	}
+	m.admittedTogether.Observe(float64(n))
 }
 
 // OrphanReaped counts a reservation the reaper closed.

@@ -92,3 +92,66 @@ func metricValue(t *testing.T, page []byte, name string) float64 {
 	}
 	return v
 }
+
+// TestAdmissionsOfOneOwnerCommitTogether submits 150 tasks of one owner at
+// once, with a few keys sent twice, so that admissions queue behind each
+// other and are written in shared transactions (tasks.admitTogether), and
+// some batches meet a taken key and fall back to admitting alone. Every
+// key must end with exactly one task, one job and one held reservation, the
+// reserved balance must be their sum, and some transaction must have
+// admitted more than one task.
+func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("admitco", accounts.RoleClient, 1_000_000_000)
+	const n, dup = 150, 10 // keys 0..9 are sent twice
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	statuses := make([]int, n+dup)
+	for i := range n + dup {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := e.post(key, fmt.Sprintf("admit-%d", i%n), taskBody("admit me with the others", 20), nil)
+			statuses[i] = r.status
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusAccepted && s != http.StatusOK {
+			t.Fatalf("submission %d: status %d, want 202 (or a replay)", i, s)
+		}
+	}
+	checks := []struct {
+		name string
+		sql  string
+		want int64
+	}{
+		{"tasks", `SELECT count(*) FROM tasks`, n},
+		{"distinct keys", `SELECT count(DISTINCT idempotency_key) FROM tasks`, n},
+		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, n},
+		{"tasks whose job is not theirs", `
+			SELECT count(*) FROM tasks t LEFT JOIN river_job j ON j.id = t.job_id AND j.args->>'task_id' = t.id::text
+			WHERE j.id IS NULL`, 0},
+		{"held reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'held'`, n},
+		{"reserved minus the tasks' reservations", `
+			SELECT (SELECT reserved_micros FROM budget_periods WHERE owner_id = 'admitco' AND workload = '')
+			     - (SELECT sum(reserved_micros) FROM tasks)`, 0},
+	}
+	for _, c := range checks {
+		if got := e.scalar(c.sql); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	e.checkInvariants()
+
+	r := e.do(http.MethodGet, "/metrics", "", nil, nil)
+	count := metricValue(t, r.body, "tollgate_admission_batch_tasks_count")
+	sum := metricValue(t, r.body, "tollgate_admission_batch_tasks_sum")
+	if count < 1 || count >= sum {
+		t.Errorf("%v tasks admitted in %v shared transactions: no transaction admitted more than one", sum, count)
+	}
+	t.Logf("%v tasks admitted together in %v transactions (the rest alone)", sum, count)
+}

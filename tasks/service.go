@@ -25,7 +25,6 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
-	"github.com/tollgate/tollgate/tracing"
 )
 
 // Config is what the task service needs. Zero durations and counts take the
@@ -162,8 +161,11 @@ type Service struct {
 	// budgetRows queues this process's commits on an owner's budget rows
 	// (commitOnBudget).
 	budgetRows keylock.Locks
-	// settler records an owner's succeeded calls together (recordTogether).
-	settler settler
+	// successes records an owner's succeeded calls together
+	// (recordTogether); admissions admits an owner's new tasks together
+	// (admitTogether).
+	successes  together[*succeededCall]
+	admissions together[*admission]
 }
 
 // commitOnBudget sends b, whose last statement locks owner's budget rows
@@ -347,57 +349,21 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
 	id := uuid.New().String()
-	sealed := s.cfg.Sealer.Seal(rawJSON, []byte(id))
-
-	// The job first, so the task row is written once, with its job id. The
-	// reservation goes last and is sent with COMMIT: it locks the owner's
-	// budget row, which every task of the owner needs, and holds it only
-	// while PostgreSQL runs it and commits (pipetx).
-	var out Created
-	err = pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
-		opts := &river.InsertOpts{Queue: queueFor(m.Provider)}
-		if sub.Inline {
-			opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
-		}
-		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: id, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts)
-		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
-		}
-		rows, err := tx.Query(ctx, `
-			INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
-			                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms,
-			                   job_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid,
-			        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17)
-			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-			RETURNING `+taskColumns, id, owner, key, hash, stored, model, amount, deadline, sub.Workload,
-			sealed, policy, sub.RerunOf, sub.Route, sub.PromptVersion,
-			sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), res.Job.ID)
-		if err != nil {
-			return err
-		}
-		t, err := pgx.CollectExactlyOneRow(rows, scanTask)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// The key is taken: by a concurrent request that has just
-			// committed (ON CONFLICT waited for it). Roll back, the job
-			// with it, and answer from that task below.
-			return errKeyTaken
-		}
-		if err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		if err := budget.QueueReserveTx(ctx, tx, b, budget.Reservation{
-			TaskID: t.ID, OwnerID: owner, Workload: sub.Workload, Amount: amount, Estimated: estimated, At: s.cfg.Now(),
-		}); err != nil {
-			return err
-		}
-		if err := s.commitOnBudget(ctx, tx, owner, b); err != nil {
-			return err
-		}
-		out = Created{Task: t, jobID: res.Job.ID}
-		return nil
-	})
+	a := &admission{id: id, owner: owner, key: key, model: model, hash: hash, stored: stored,
+		sealed: s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy: policy, amount: amount, estimated: estimated,
+		deadline: deadline, sub: sub}
+	a.args, a.opts = s.enqueueing(ctx, id, traceID, m.Provider, sub.Inline)
+	// Admissions of one owner that arrive together are written together;
+	// one that cannot be, or a streamed one, is written on its own.
+	err = errAlone
+	if !sub.Inline {
+		err = s.admitTogether(ctx, a)
+	}
+	if errors.Is(err, errAlone) {
+		a.taken = false
+		err = s.admitAlone(ctx, a)
+	}
+	out := Created{Task: a.task, jobID: a.jobID}
 	if errors.Is(err, errKeyTaken) {
 		_, existing, hashOK, err := s.lookup(ctx, owner, key, hash)
 		if err != nil {
@@ -425,10 +391,6 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		slog.Int64("reserved_micros", amount), slog.String("trace_id", traceID))
 	return out, nil
 }
-
-// errKeyTaken rolls back a creation whose idempotency key a concurrent
-// request took first.
-var errKeyTaken = errors.New("tasks: idempotency key taken")
 
 // replayed answers a retry with the task that holds its key: the task when
 // its request hash matches, ErrIdempotencyKeyReused when it does not.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,111 +12,31 @@ import (
 	"github.com/tollgate/tollgate/provider"
 )
 
-// maxTogether bounds how many succeeded calls one transaction records.
-const maxTogether = 64
-
-// settler records the succeeded calls of one owner together, in one
-// transaction and one commit: the owner's budget row, which each settlement
-// updates, is then locked and handed over once per batch instead of once
-// per task, and the batch shares its round trips and its WAL flush.
-//
-// Batching is natural: a call that finds no batch being recorded for its
-// owner records its own at once (a batch of one, no added wait); calls
-// that arrive meanwhile queue, and the first of them records them all once
-// the current batch is done. A batch that fails as a whole leaves each of
-// its calls to be recorded on its own, by the ordinary path.
-type settler struct {
-	mu     sync.Mutex
-	owners map[string]*ownerCalls
-}
-
-type ownerCalls struct {
-	queued []*succeededCall
-	busy   bool // a batch of this owner is being recorded
-}
-
 // succeededCall is one River run's succeeded provider call waiting to be
-// recorded.
+// recorded with others of its owner (recordTogether).
 type succeededCall struct {
 	r       *run
 	b       *begunAttempt
 	resp    *provider.Response
 	latency time.Duration
-	res     successResult
-	// done receives nil once the call is recorded, errLead when its
-	// goroutine is to record the queue's next batch, or errAlone when it
-	// must be recorded on its own.
-	done chan error
+	res     successResult // filled in once recorded
 }
 
-var (
-	errLead  = errors.New("tasks: record the next batch")
-	errAlone = errors.New("tasks: record alone")
-)
+// errAlone: the batch did not commit; each of its members takes its
+// ordinary path on its own.
+var errAlone = errors.New("tasks: run alone")
 
 // recordTogether records c with the other succeeded calls of its owner
-// that are waiting. It returns nil once c is committed (c.res is then
-// filled in) and errAlone when c must be recorded on its own: its task was
-// finished or canceled meanwhile, or its batch failed.
+// that are waiting (see together): the owner's budget row, which each
+// settlement updates, is then locked once per batch instead of once per
+// task. It returns nil once c is committed (c.res is then filled in) and
+// errAlone when c must be recorded on its own: a task of the batch was
+// finished or canceled meanwhile, or the batch failed.
 func (s *Service) recordTogether(ctx context.Context, c *succeededCall) error {
 	owner := c.b.task.OwnerID
-	c.done = make(chan error, 1)
-	st := &s.settler
-	st.mu.Lock()
-	if st.owners == nil {
-		st.owners = map[string]*ownerCalls{}
-	}
-	q := st.owners[owner]
-	if q == nil {
-		q = &ownerCalls{}
-		st.owners[owner] = q
-	}
-	q.queued = append(q.queued, c)
-	lead := !q.busy
-	q.busy = true
-	st.mu.Unlock()
-
-	if !lead {
-		// The goroutine recording the current batch hands over to this
-		// one or records this call; it never leaves it waiting. The wait
-		// is bounded by that batch's transaction.
-		if err := <-c.done; !errors.Is(err, errLead) {
-			return err
-		}
-	}
-	batch := st.take(owner)
-	err := s.recordBatch(ctx, owner, batch)
-	for _, x := range batch {
-		if x != c {
-			x.done <- err
-		}
-	}
-	st.handOver(owner)
-	return err
-}
-
-// take removes up to maxTogether queued calls of owner, oldest first.
-func (st *settler) take(owner string) []*succeededCall {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	q := st.owners[owner]
-	n := min(len(q.queued), maxTogether)
-	batch := slices.Clone(q.queued[:n])
-	q.queued = q.queued[n:]
-	return batch
-}
-
-// handOver makes the oldest queued call of owner record the next batch, or
-// marks the owner idle when none is queued.
-func (st *settler) handOver(owner string) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	q := st.owners[owner]
-	if len(q.queued) == 0 {
-		delete(st.owners, owner)
-		return
-	}
-	q.queued[0].done <- errLead
+	return s.successes.do(owner, c, func(batch []*succeededCall) error {
+		return s.recordBatch(ctx, owner, batch)
+	})
 }
 
 // recordBatch records calls, all of owner, in one transaction: their tasks

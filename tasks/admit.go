@@ -1,0 +1,170 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/pipetx"
+	"github.com/tollgate/tollgate/tracing"
+)
+
+// admission is one new task, redacted and sealed, ready to be written:
+// its row, its job and its reservation.
+type admission struct {
+	id, owner, key, model string
+	hash, stored, sealed  []byte
+	policy                string
+	amount                int64
+	estimated             bool
+	deadline              time.Duration
+	sub                   Submission
+	args                  TaskArgs
+	opts                  *river.InsertOpts
+
+	// Filled in by queueInsert once the batch's results are read.
+	task  Task
+	taken bool // the key was taken by a concurrent request
+	jobID int64
+}
+
+// queueInsert queues a's task row, under the idempotency constraint, with
+// its job's id.
+func (a *admission) queueInsert(b *pgx.Batch, jobID int64) {
+	a.jobID = jobID
+	sub := a.sub
+	b.Queue(`
+		INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
+		                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms,
+		                   job_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid,
+		        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17)
+		ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+		RETURNING `+taskColumns, a.id, a.owner, a.key, a.hash, a.stored, a.model, a.amount, a.deadline, sub.Workload,
+		a.sealed, a.policy, sub.RerunOf, sub.Route, sub.PromptVersion,
+		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), jobID).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, scanTask)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			// The key is taken: by a concurrent request that has just
+			// committed (ON CONFLICT waited for it).
+			a.taken = true
+			return nil
+		}
+		a.task = list[0]
+		return nil
+	})
+}
+
+func (a *admission) reservation(at time.Time) budget.Reservation {
+	return budget.Reservation{TaskID: a.id, OwnerID: a.owner, Workload: a.sub.Workload, Amount: a.amount, Estimated: a.estimated, At: at}
+}
+
+// admitAlone writes a in its own transaction: the job first, so the task
+// row is written once, with its job id; the reservation last, sent with
+// COMMIT under the owner's queue (commitOnBudget), so the owner's budget
+// row is held only while PostgreSQL runs it and commits. It returns
+// errKeyTaken when a concurrent request holds the key, and
+// budget.ErrInsufficient when the budget cannot cover the reservation.
+func (s *Service) admitAlone(ctx context.Context, a *admission) error {
+	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
+		res, err := s.river.InsertTx(ctx, tx, a.args, a.opts)
+		if err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		rows := &pgx.Batch{}
+		a.queueInsert(rows, res.Job.ID)
+		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
+			return err
+		}
+		if a.taken {
+			return errKeyTaken // rolled back, the job with it
+		}
+		b := &pgx.Batch{}
+		if err := budget.QueueReserveTx(ctx, tx, b, a.reservation(s.cfg.Now())); err != nil {
+			return err
+		}
+		return s.commitOnBudget(ctx, tx, a.owner, b)
+	})
+}
+
+// admitTogether writes a with the other admissions of its owner that are
+// waiting (see together), in one transaction: their jobs in one statement,
+// their rows and the balance rows' read in one round trip, their
+// reservations with COMMIT. It returns nil once a is committed and
+// errAlone when the batch did not commit (a key taken, a budget that
+// cannot cover every reservation, an error): each admission then takes
+// admitAlone, which tells those cases apart.
+func (s *Service) admitTogether(ctx context.Context, a *admission) error {
+	return s.admissions.do(a.owner, a, func(batch []*admission) error {
+		// The batch is its members' work, not only this request's: it
+		// survives this client going away.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := s.admitBatch(bctx, batch); err != nil {
+			return errAlone
+		}
+		s.cfg.Metrics.AdmittedTogether(len(batch))
+		return nil
+	})
+}
+
+func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
+	owner := batch[0].owner
+	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
+		jobs := make([]river.InsertManyParams, len(batch))
+		for i, a := range batch {
+			jobs[i] = river.InsertManyParams{Args: a.args, InsertOpts: a.opts}
+		}
+		res, err := s.river.InsertManyTx(ctx, tx, jobs)
+		if err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		if len(res) != len(batch) {
+			return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(batch))
+		}
+		rows := &pgx.Batch{}
+		for i, a := range batch {
+			a.queueInsert(rows, res[i].Job.ID)
+		}
+		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
+			return err
+		}
+		at := s.cfg.Now()
+		reserves := &pgx.Batch{}
+		ids := map[string][]int64{} // balance rows by workload
+		for _, a := range batch {
+			if a.taken {
+				return errKeyTaken
+			}
+			w := a.sub.Workload
+			if _, ok := ids[w]; !ok {
+				if ids[w], err = budget.BalanceRowsTx(ctx, tx, owner, w, at); err != nil {
+					return err
+				}
+			}
+			budget.QueueReserveOn(reserves, a.reservation(at), ids[w])
+		}
+		return s.commitOnBudget(ctx, tx, owner, reserves)
+	})
+}
+
+// errKeyTaken rolls back a creation whose idempotency key a concurrent
+// request took first.
+var errKeyTaken = errors.New("tasks: idempotency key taken")
+
+// enqueueing returns the job args and options of a new task.
+func (s *Service) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
+	opts := &river.InsertOpts{Queue: queueFor(providerKey)}
+	if inline {
+		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
+	}
+	return TaskArgs{TaskID: id, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts
+}
