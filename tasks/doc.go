@@ -21,7 +21,10 @@
 // every task of the owner shares. Their locking statement is the last of
 // the transaction and is sent with COMMIT in one pipeline (internal/pipetx),
 // and within a process those commits queue per owner (internal/keylock), so
-// the row is held only while PostgreSQL runs the statement and commits.
+// the row is held only while PostgreSQL runs the statement and commits. What
+// queues behind a commit travels together (together.go): an owner's waiting
+// admissions in one transaction, its waiting successes in another, each
+// batch falling back to one transaction per task when it cannot commit.
 //
 // The journal must still tell, before a call is repeated, whether an
 // earlier run may have made it. River's fetch commits the run's attempt
