@@ -42,11 +42,7 @@ func TestSuccessesOfOneOwnerSettleTogether(t *testing.T) {
 			t.Fatalf("task %d: status %d, want 200 (finished within the wait)", i, s)
 		}
 	}
-	checks := []struct {
-		name string
-		sql  string
-		want int64
-	}{
+	checks := []scalarCheck{
 		{"succeeded tasks", `SELECT count(*) FROM tasks WHERE status = 'succeeded'`, n},
 		{"journal entries", `SELECT count(*) FROM task_attempts WHERE state = 'succeeded'`, n},
 		{"replay records", `SELECT count(*) FROM replay_records WHERE state = 'succeeded'`, n},
@@ -60,11 +56,7 @@ func TestSuccessesOfOneOwnerSettleTogether(t *testing.T) {
 			     - (SELECT sum(cost_micros) FROM usage_records)`, 0},
 		{"reserved left", `SELECT reserved_micros FROM budget_periods WHERE owner_id = 'batchco' AND workload = ''`, 0},
 	}
-	for _, c := range checks {
-		if got := e.scalar(c.sql); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
-		}
-	}
+	e.expectScalars(checks)
 	e.checkInvariants()
 
 	r := e.do(http.MethodGet, "/metrics", "", nil, nil)
@@ -124,11 +116,7 @@ func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 			t.Fatalf("submission %d: status %d, want 202 (or a replay)", i, s)
 		}
 	}
-	checks := []struct {
-		name string
-		sql  string
-		want int64
-	}{
+	checks := []scalarCheck{
 		{"tasks", `SELECT count(*) FROM tasks`, n},
 		{"distinct keys", `SELECT count(DISTINCT idempotency_key) FROM tasks`, n},
 		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, n},
@@ -140,11 +128,7 @@ func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 			SELECT (SELECT reserved_micros FROM budget_periods WHERE owner_id = 'admitco' AND workload = '')
 			     - (SELECT sum(reserved_micros) FROM tasks)`, 0},
 	}
-	for _, c := range checks {
-		if got := e.scalar(c.sql); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
-		}
-	}
+	e.expectScalars(checks)
 	e.checkInvariants()
 
 	r := e.do(http.MethodGet, "/metrics", "", nil, nil)
@@ -154,4 +138,21 @@ func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 		t.Errorf("%v tasks admitted in %v shared transactions: no transaction admitted more than one", sum, count)
 	}
 	t.Logf("%v tasks admitted together in %v transactions (the rest alone)", sum, count)
+}
+
+// scalarCheck is a query expected to return want.
+type scalarCheck struct {
+	name string
+	sql  string
+	want int64
+}
+
+// expectScalars runs each check's query and reports those that differ.
+func (e *env) expectScalars(checks []scalarCheck) {
+	e.t.Helper()
+	for _, c := range checks {
+		if got := e.scalar(c.sql); got != c.want {
+			e.t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
 }
