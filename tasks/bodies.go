@@ -247,25 +247,30 @@ func searchSQL(f SearchFilter, after cursor, limit int) sqlBuilder {
 	if after.ID != "" {
 		where = append(where, fmt.Sprintf("(created_at, id) < (%s::timestamptz, %s::uuid)", b.arg(after.At), b.arg(after.ID)))
 	}
-	if f.Query != "" {
-		// A task id, an idempotency key (looked up owner by owner in the
-		// unique index, so no index on the key alone is needed) or words
-		// of the stored request (the GIN index): each arm an index lookup.
-		qa := b.arg(f.Query) + "::text"
-		arms := []string{}
-		if uuid.Validate(f.Query) == nil {
-			arms = append(arms, "SELECT "+b.arg(f.Query)+"::uuid")
-		}
-		owners := "SELECT o.id, " + qa + " FROM owners o"
-		if f.OwnerID != "" {
-			owners += " WHERE o.id = " + b.arg(f.OwnerID)
-		}
-		arms = append(arms,
-			"SELECT k.id FROM tasks k WHERE (k.owner_id, k.idempotency_key) IN ("+owners+")",
-			"SELECT w.id FROM tasks w WHERE to_tsvector('simple', w.request::text) @@ plainto_tsquery('simple', "+qa+")")
-		where = append(where, "id IN ("+strings.Join(arms, " UNION ALL ")+")")
+	cond := strings.Join(where, " AND ")
+	order := ` ORDER BY created_at DESC, id DESC LIMIT ` + b.arg(limit+1)
+	if f.Query == "" {
+		b.sql = `SELECT ` + taskColumns + ` FROM tasks WHERE ` + cond + order
+		return b
 	}
-	b.sql = `SELECT ` + taskColumns + ` FROM tasks WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, id DESC LIMIT ` + b.arg(limit+1)
+	// A task id, an idempotency key (looked up owner by owner in the
+	// unique index, so no index on the key alone is needed) or words of the
+	// stored request. Each is its own arm with every filter, so that each
+	// is planned on its own: the words' arm, newest first with its own
+	// limit, reads the GIN index for a rare word and walks the newest tasks
+	// for a common one, stopping at a page.
+	qa := b.arg(f.Query) + "::text"
+	var arms []string
+	if uuid.Validate(f.Query) == nil {
+		arms = append(arms, "SELECT id FROM tasks WHERE "+cond+" AND id = "+b.arg(f.Query)+"::uuid")
+	}
+	owners := "SELECT o.id, " + qa + " FROM owners o"
+	if f.OwnerID != "" {
+		owners += " WHERE o.id = " + b.arg(f.OwnerID)
+	}
+	arms = append(arms,
+		"SELECT id FROM tasks WHERE "+cond+" AND (owner_id, idempotency_key) IN ("+owners+")",
+		"(SELECT id FROM tasks WHERE "+cond+" AND to_tsvector('simple', request::text) @@ plainto_tsquery('simple', "+qa+")"+order+")")
+	b.sql = `SELECT ` + taskColumns + ` FROM tasks WHERE id IN (` + strings.Join(arms, " UNION ") + `)` + order
 	return b
 }
