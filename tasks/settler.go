@@ -66,7 +66,10 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 		if err := tx.SendBatch(ctx, locks).Close(); err != nil {
 			return err
 		}
-		records := &pgx.Batch{}
+		// The records first, then, under the owner's queue, only the
+		// settlements with COMMIT: the queue, which admissions share, is
+		// held for the statements on the budget row alone.
+		records, settles := &pgx.Batch{}, &pgx.Batch{}
 		for i, c := range calls {
 			st := states[i]
 			if st.task.Status.Final() || st.task.CancelRequested {
@@ -75,11 +78,14 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 			if !c.b.sent {
 				c.b.attempt = st.last + 1
 			}
-			if err := s.queueSuccess(records, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
+			if err := s.queueSuccess(records, settles, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
 				return err
 			}
 		}
-		return s.commitOnBudget(ctx, tx, owner, records)
+		if err := tx.SendBatch(ctx, records).Close(); err != nil {
+			return err
+		}
+		return s.commitOnBudget(ctx, tx, owner, settles)
 	})
 	if err != nil {
 		return errAlone

@@ -658,7 +658,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 				}
 			}
 			var res successResult
-			if err := s.queueSuccess(batch, st, r, b, resp, latency, &res); err != nil {
+			if err := s.queueSuccess(batch, batch, st, r, b, resp, latency, &res); err != nil {
 				return err
 			}
 			if err := s.commitOnBudget(ctx, tx, t.OwnerID, batch); err != nil {
@@ -838,7 +838,11 @@ type successResult struct {
 // by River once Work returns (its completions are batched across jobs); a
 // job that runs again after a crash finds its task finished and makes no
 // call.
-func (s *Service) queueSuccess(batch *pgx.Batch, st attemptState, r *run, b *begunAttempt,
+//
+// The settlement goes on settle, which may be batch itself: a caller that
+// records many successes sends their records first and only their
+// settlements with COMMIT, under the owner's queue.
+func (s *Service) queueSuccess(batch, settle *pgx.Batch, st attemptState, r *run, b *begunAttempt,
 	resp *provider.Response, latency time.Duration, res *successResult) error {
 	t := st.task
 	t.Request = b.raw
@@ -849,7 +853,7 @@ func (s *Service) queueSuccess(batch *pgx.Batch, st attemptState, r *run, b *beg
 	if err := s.queueAttempt(batch, t, r, b, nil, resp, latency, &res.wasClosed); err != nil {
 		return err
 	}
-	return s.queueSucceeded(batch, t, b.model, resp, st.jc.ambiguous, res.status, &res.settled)
+	return s.queueSucceeded(batch, settle, t, b.model, resp, st.jc.ambiguous, res.status, &res.settled)
 }
 
 // logged logs a committed success and returns the task's outcome.
@@ -950,7 +954,7 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 // task's reservation) and label the whole settlement possibly_charged, so
 // finance sees an upper bound rather than a silent undercount. settled is
 // filled in when the batch's results are read.
-func (s *Service) queueSucceeded(batch *pgx.Batch, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status, settled *budget.Settled) error {
+func (s *Service) queueSucceeded(batch, settle *pgx.Batch, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status, settled *budget.Settled) error {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
@@ -974,7 +978,7 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, t Task, m catalog.Model, resp
 	}
 	// Settlement last: it locks the owner's budget row, which every task of
 	// the owner needs.
-	return budget.QueueSettle(batch, budget.Settlement{
+	return budget.QueueSettle(settle, budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
 	}, s.cfg.AlertThresholds, settled)
