@@ -115,7 +115,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
-		FetchCooldown: 20 * time.Millisecond, FetchPoll: 200 * time.Millisecond, RescueAfter: cfg.RescueAfter,
+		// River sends at most one insert notification per queue per
+		// FetchCooldown, so a job inserted just after another may wait for
+		// the next poll: FetchPoll bounds that wait (one cheap query per
+		// queue per poll when idle), which sequential synchronous calls
+		// would otherwise see as a 200 ms tail.
+		FetchCooldown: 20 * time.Millisecond, FetchPoll: 50 * time.Millisecond, RescueAfter: cfg.RescueAfter,
 	})
 	if err != nil {
 		return err
