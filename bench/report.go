@@ -243,11 +243,15 @@ func summarize(r *Report) []Sustained {
 }
 
 // WriteJSON writes the report to path, creating its directory.
-func (r *Report) WriteJSON(path string) error {
+func (r *Report) WriteJSON(path string) error { return WriteJSON(path, r) }
+
+// WriteJSON writes v as indented JSON to path, creating its directory: how
+// every benchmark report is saved.
+func WriteJSON(path string, v any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("bench: encode report: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,15 +46,7 @@ func (s *Service) recordTogether(ctx context.Context, c *succeededCall) error {
 // the batch did not commit, or when a task is not plainly running (finished
 // by a rescued duplicate, canceled): the ordinary path knows those cases.
 func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succeededCall) error {
-	slices.SortFunc(calls, func(a, b *succeededCall) int {
-		switch {
-		case a.b.task.ID < b.b.task.ID:
-			return -1
-		case a.b.task.ID > b.b.task.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(calls, func(a, b *succeededCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		states := make([]attemptState, len(calls))
 		locks := &pgx.Batch{}

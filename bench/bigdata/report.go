@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/bench"
 )
 
 // Report is one run of the data scenarios, as written to
@@ -48,19 +49,7 @@ func ReadMachine(ctx context.Context, pool *pgxpool.Pool, revision string) Machi
 }
 
 // WriteJSON writes the report to path, creating its directory.
-func (r *Report) WriteJSON(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("bigdata: %w", err)
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("bigdata: encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("bigdata: %w", err)
-	}
-	return nil
-}
+func (r *Report) WriteJSON(path string) error { return bench.WriteJSON(path, r) }
 
 // ReadSeedReport reads the seed part of a report written by an earlier
 // run (the seed and the measurement run as two commands, with the server
