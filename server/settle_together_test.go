@@ -86,12 +86,12 @@ func metricValue(t *testing.T, page []byte, name string) float64 {
 }
 
 // TestAdmissionsOfOneOwnerCommitTogether submits 150 tasks of one owner at
-// once, with a few keys sent twice, so that admissions queue behind each
+// once, with ten keys sent twice, so that admissions queue behind each
 // other and are written in shared transactions (tasks.admitTogether), and
-// some batches meet a taken key and fall back to admitting alone. Every
-// key must end with exactly one task, one job and one held reservation, the
-// reserved balance must be their sum, and some transaction must have
-// admitted more than one task.
+// a batch meets keys a concurrent request took (their jobs are dropped and
+// they answer as replays). Every key must end with exactly one task, one
+// job and one held reservation, the reserved balance must be their sum, and
+// some transaction must have admitted more than one task.
 func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{noWorkers: true})

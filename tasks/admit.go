@@ -98,10 +98,11 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 // admitTogether writes a with the other admissions of its owner that are
 // waiting (see together), in one transaction: their jobs in one statement,
 // their rows and the balance rows' read in one round trip, their
-// reservations with COMMIT. It returns nil once a is committed and
-// errAlone when the batch did not commit (a key taken, a budget that
-// cannot cover every reservation, an error): each admission then takes
-// admitAlone, which tells those cases apart.
+// reservations with COMMIT. It returns nil once the batch committed: a is
+// then admitted, or a.taken says a concurrent request holds its key. It
+// returns errAlone when the batch did not commit (a budget that cannot
+// cover every reservation, an error): each admission then takes admitAlone,
+// which tells those cases apart.
 func (s *Service) admitTogether(ctx context.Context, a *admission) error {
 	return s.admissions.do(a.owner, a, func(batch []*admission) error {
 		// The batch is its members' work, not only this request's: it
@@ -111,7 +112,15 @@ func (s *Service) admitTogether(ctx context.Context, a *admission) error {
 		if err := s.admitBatch(bctx, batch); err != nil {
 			return errAlone
 		}
-		s.cfg.Metrics.AdmittedTogether(len(batch))
+		admitted := 0
+		for _, a := range batch {
+			if !a.taken {
+				admitted++
+			}
+		}
+		if admitted > 0 {
+			s.cfg.Metrics.AdmittedTogether(admitted)
+		}
 		return nil
 	})
 }
@@ -137,12 +146,25 @@ func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
 		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return err
 		}
+		// A task whose key a concurrent request took is not admitted: its
+		// job goes, and it answers from that request's task (Create).
+		var unused []int64
+		for _, a := range batch {
+			if a.taken {
+				unused = append(unused, a.jobID)
+			}
+		}
+		if len(unused) > 0 {
+			if _, err := s.river.JobDeleteManyTx(ctx, tx, river.NewJobDeleteManyParams().IDs(unused...).First(len(unused))); err != nil {
+				return fmt.Errorf("drop the jobs of taken keys: %w", err)
+			}
+		}
 		at := s.cfg.Now()
 		reserves := &pgx.Batch{}
 		ids := map[string][]int64{} // balance rows by workload
 		for _, a := range batch {
 			if a.taken {
-				return errKeyTaken
+				continue
 			}
 			w := a.sub.Workload
 			if _, ok := ids[w]; !ok {

@@ -359,9 +359,12 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 	if !sub.Inline {
 		err = s.admitTogether(ctx, a)
 	}
-	if errors.Is(err, errAlone) {
+	switch {
+	case errors.Is(err, errAlone):
 		a.taken = false
 		err = s.admitAlone(ctx, a)
+	case err == nil && a.taken:
+		err = errKeyTaken
 	}
 	out := Created{Task: a.task, jobID: a.jobID}
 	if errors.Is(err, errKeyTaken) {
