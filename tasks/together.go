@@ -67,13 +67,19 @@ func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
 	for i, m := range batch {
 		values[i] = m.v
 	}
-	err := run(values)
-	for _, m := range batch {
-		if m != me {
-			m.done <- err
+	// Whatever happens in run, a panic included, the others hear back
+	// (errAlone unless run returned) and the next batch gets its runner:
+	// a batch must never strand its owner's later work.
+	err := errAlone
+	defer func() {
+		for _, m := range batch {
+			if m != me {
+				m.done <- err
+			}
 		}
-	}
-	g.handOver(owner)
+		g.handOver(owner)
+	}()
+	err = run(values)
 	return err
 }
 
