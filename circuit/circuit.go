@@ -137,17 +137,10 @@ func OpenTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duration
 	return !wasOpen, nil
 }
 
-// CloseTx closes the gate after a successful call. It reports whether the
-// gate was open or paused before.
-func CloseTx(ctx context.Context, tx pgx.Tx, key string) (wasClosed bool, err error) {
-	b := &pgx.Batch{}
-	QueueClose(b, key, &wasClosed)
-	return wasClosed, tx.SendBatch(ctx, b).Close()
-}
-
-// QueueClose queues CloseTx's statement on b; wasClosed is set when b's
-// results are read. A closed gate (the usual case) is left untouched, so
-// the statement locks nothing then.
+// QueueClose queues on b the statement that closes the gate after a
+// successful call; wasClosed is set when b's results are read, to whether
+// the gate was closed already. A closed gate (the usual case) is left
+// untouched, so the statement locks nothing then.
 func QueueClose(b *pgx.Batch, key string, wasClosed *bool) {
 	b.Queue(`
 		UPDATE provider_keys SET state = 'closed', paused_until = NULL, next_probe_at = NULL,

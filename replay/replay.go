@@ -214,18 +214,6 @@ type Access struct {
 	Reason     string
 }
 
-// Audit appends a read to the audit trail. Callers record the read before
-// they return the record, so a record is never shown unaudited.
-func (s *Store) Audit(ctx context.Context, a Access) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO replay_audit (task_id, owner_id, actor_owner, actor_key_id, actor_role, reason)
-		VALUES ($1, $2, $3, $4, $5, $6)`, a.TaskID, a.OwnerID, a.ActorOwner, a.ActorKeyID, a.ActorRole, a.Reason)
-	if err != nil {
-		return fmt.Errorf("replay: audit: %w", err)
-	}
-	return nil
-}
-
 func redactions(m map[string]int) map[string]int {
 	if m == nil {
 		return map[string]int{}
