@@ -36,6 +36,7 @@ type Metrics struct {
 	budgetAlerts     *prometheus.CounterVec
 	recordedTogether prometheus.Histogram
 	admittedTogether prometheus.Histogram
+	ranOnArrival     prometheus.Counter
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -87,6 +88,9 @@ func New() *Metrics {
 			Name: "tollgate_admission_batch_tasks", Help: "New tasks of one owner admitted (row, job, reservation) in one transaction. Batches grow with load.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 		}),
+		ranOnArrival: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_runs_on_arrival_total", Help: "First attempts run by the admitting process right after admission, without waiting for the queue. The rest of tollgate_tasks_created_total took the queue (slots full, gate not closed, API-only instance).",
+		}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -94,7 +98,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts, m.fallbacks,
-		m.recordedTogether, m.admittedTogether, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, m.admittedTogether, m.ranOnArrival, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -168,6 +172,14 @@ func (m *Metrics) AdmittedTogether(n int) {
 		return
 	}
 	m.admittedTogether.Observe(float64(n))
+}
+
+// RanOnArrival counts a first attempt run on arrival.
+func (m *Metrics) RanOnArrival() {
+	if m == nil {
+		return
+	}
+	m.ranOnArrival.Inc()
 }
 
 // OrphanReaped counts a reservation the reaper closed.

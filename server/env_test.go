@@ -121,6 +121,7 @@ type envOptions struct {
 	webhook        string // budget alert webhook
 	logs           io.Writer
 	allowRerun     bool
+	queueOnly      bool // tasks.Config.QueueOnly: no runs on arrival
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -193,6 +194,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		FetchCooldown:  5 * time.Millisecond,
 		FetchPoll:      50 * time.Millisecond,
 		BuildVersion:   "test",
+		QueueOnly:      o.queueOnly,
 	})
 	if err != nil {
 		t.Fatal(err)

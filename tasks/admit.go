@@ -26,6 +26,11 @@ type admission struct {
 	sub                   Submission
 	args                  TaskArgs
 	opts                  *river.InsertOpts
+	providerKey           string
+	// onArrival: this process runs the first attempt right after the
+	// commit (runOnArrival); the task is written running, with the
+	// attempt's journal entry "sent", and its job is the safety net.
+	onArrival bool
 
 	// Filled in by queueInsert once the batch's results are read.
 	task  Task
@@ -41,13 +46,14 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64) {
 	b.Queue(`
 		INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
 		                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms,
-		                   job_id)
+		                   job_id, status, attempts)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid,
-		        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17)
+		        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17,
+		        CASE WHEN $18 THEN 'running' ELSE 'queued' END, CASE WHEN $18 THEN 1 ELSE 0 END)
 		ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 		RETURNING `+taskColumns, a.id, a.owner, a.key, a.hash, a.stored, a.model, a.amount, a.deadline, sub.Workload,
 		a.sealed, a.policy, sub.RerunOf, sub.Route, sub.PromptVersion,
-		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), jobID).Query(func(rows pgx.Rows) error {
+		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), jobID, a.onArrival).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, scanTask)
 		if err != nil {
 			return err
@@ -61,6 +67,13 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64) {
 		a.task = list[0]
 		return nil
 	})
+	if a.onArrival {
+		// Only if the row above was written (the key was free).
+		b.Queue(`
+			INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			SELECT $1, 1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM tasks WHERE id = $1)`,
+			a.id, a.providerKey, a.model, a.id+":1")
+	}
 }
 
 func (a *admission) reservation(at time.Time) budget.Reservation {

@@ -17,16 +17,26 @@ import (
 	"github.com/tollgate/tollgate/tracing"
 )
 
-// run is one execution of a task: by its River job (the normal path), or
-// inline in a request handler that streams the answer to its client. An
-// inline run makes one attempt and ends the task either way; the task's
-// River job, scheduled for after the call's deadline, stays as a safety
-// net that finishes the task should this process die mid-call.
+// run is one execution of a task: by its River job, or inline, by the
+// process that admitted it. Inline runs are a task's first attempt on
+// arrival (runOnArrival), and streamed tasks, run in the request handler
+// that relays the answer. An inline run's journal entry is committed
+// "sent" before its call, and the task's River job, scheduled for after
+// the call's deadline, stays as a safety net that finishes the task should
+// this process die mid-call: the net finds the entry "sent" and counts the
+// call as possibly made. When the task ends, the net goes with it.
+//
+// A stream makes one attempt and ends the task either way (its client is
+// waiting). An arrival run's failure that calls for another attempt, or a
+// wait, moves the net's time forward instead (reschedule): River runs the
+// later attempts.
 type run struct {
 	taskID, traceID      string
 	providerKey          string // of the job's queue; "" for inline runs
 	attempt, maxAttempts int    // River's counters for the job
 	inline               bool
+	stream               bool  // inline, with its client waiting on this one attempt
+	jobID                int64 // an inline run's safety net; 0 for none
 	// errors are the job's earlier runs that failed, as River recorded
 	// them (see unrecordedRuns).
 	errors   []rivertype.AttemptError
@@ -44,19 +54,51 @@ func riverRun(job *river.Job[TaskArgs]) *run {
 	}
 }
 
-func (s *Service) inlineRun(taskID, traceID string, jobID int64) *run {
-	return &run{
-		taskID: taskID, traceID: traceID, inline: true,
-		complete: func(ctx context.Context, tx pgx.Tx) error {
-			if jobID == 0 {
-				return nil
-			}
-			// The safety net is not needed any more.
-			_, err := s.river.JobCancelTx(ctx, tx, jobID)
-			return err
-		},
+func inlineRun(taskID, traceID string, jobID int64, stream bool) *run {
+	r := &run{taskID: taskID, traceID: traceID, inline: true, stream: stream, jobID: jobID}
+	r.complete = func(ctx context.Context, tx pgx.Tx) error {
+		if jobID == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, dropNetSQL, jobID)
+		return err
+	}
+	return r
+}
+
+// dropNetSQL deletes an inline run's safety net once its task has ended
+// ($1 the job id). A net that has started running (this process stalled
+// past its time) is left to finish: its run finds the task finished and
+// completes itself.
+const dropNetSQL = `DELETE FROM river_job WHERE id = $1 AND state IN ('scheduled', 'available')`
+
+// queueDone queues, on a batch that ends r's task, what ends r's job: an
+// inline run's safety net is dropped; a River run's job is completed by
+// River once Work returns.
+func (r *run) queueDone(b *pgx.Batch) {
+	if r.inline && r.jobID != 0 {
+		b.Queue(dropNetSQL, r.jobID)
 	}
 }
+
+// reschedule makes an arrival run's safety net the task's next run, due
+// after wait: River runs it then, as it would a retried or snoozed job
+// (available at once with a future time when the wait is short, so that
+// its scheduler's interval does not stretch it; scheduled otherwise).
+func (r *run) reschedule(ctx context.Context, tx pgx.Tx, wait time.Duration) error {
+	if r.jobID == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE river_job SET scheduled_at = now() + $2::interval,
+		       state = CASE WHEN $2::interval <= $3::interval THEN 'available' ELSE 'scheduled' END::river_job_state
+		WHERE id = $1 AND state IN ('scheduled', 'available')`, r.jobID, wait, riverSchedulerInterval)
+	return err
+}
+
+// riverSchedulerInterval is how often River's scheduler makes scheduled
+// jobs available (River's default, which Tollgate keeps).
+const riverSchedulerInterval = 5 * time.Second
 
 // Stream is what a streamed run reports about its client.
 type Stream struct {
@@ -76,7 +118,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 	ctx, span := tracing.Tracer().Start(ctx, "task",
 		trace.WithAttributes(attribute.String("tollgate.task.id", c.Task.ID), attribute.Bool("tollgate.task.inline", true)))
 	defer func() { endTaskSpan(span, err) }()
-	r := s.inlineRun(c.Task.ID, traceID, c.jobID)
+	r := inlineRun(c.Task.ID, traceID, c.jobID, true)
 	begun, _, err := s.beginAttempt(ctx, r)
 	if err != nil {
 		return Task{}, err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/circuit"
 	"github.com/tollgate/tollgate/internal/keylock"
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/metrics"
@@ -50,6 +51,10 @@ type Config struct {
 	FetchCooldown    time.Duration // River's; default 100ms
 	FetchPoll        time.Duration // River's; default 1s
 	RescueAfter      time.Duration // running jobs older than this are retried; default 1h
+	// QueueOnly makes every attempt wait for River to fetch its job. By
+	// default a task's first attempt runs on arrival, in the process that
+	// admitted it, when a call slot is free (see runOnArrival).
+	QueueOnly bool
 	BuildVersion     string
 	Logger           *slog.Logger
 	Metrics          *metrics.Metrics // nil records nothing
@@ -166,6 +171,10 @@ type Service struct {
 	// (admitTogether).
 	successes  together[*succeededCall]
 	admissions together[*admission]
+	// slots bound this process's concurrent calls per provider key;
+	// arrivals are its runs on arrival (runOnArrival).
+	slots    callSlots
+	arrivals arrivals
 }
 
 // commitOnBudget sends b, whose last statement locks owner's budget rows
@@ -187,7 +196,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger)}
+	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers)}
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
@@ -243,6 +252,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}
 	s.started = true
+	s.arrivals.start()
 	return nil
 }
 
@@ -253,19 +263,26 @@ func (s *Service) StartListener(ctx context.Context) {
 	go s.waiter.run(ctx)
 }
 
-// Stop stops fetching new jobs and waits for running ones until ctx ends;
-// then it cancels them, and their attempts are handed back to the queue.
+// Stop stops fetching new jobs and running tasks on arrival, and waits for
+// running ones until ctx ends; then it cancels them, and their attempts are
+// handed back to the queue.
 func (s *Service) Stop(ctx context.Context) error {
 	if !s.started {
 		s.waiter.stop()
 		return nil
 	}
+	stopped := make(chan struct{})
+	go func() {
+		s.arrivals.stop(ctx, 10*time.Second)
+		close(stopped)
+	}()
 	err := s.river.Stop(ctx)
 	if err != nil && ctx.Err() != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		err = s.river.StopAndCancel(cctx)
 	}
+	<-stopped
 	s.waiter.stop()
 	return err
 }
@@ -335,7 +352,10 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 	// same round trip reads the owner's redaction policy for a new task. A
 	// key not found here may still be taken by a concurrent request by the
 	// time the insert runs; the unique constraint decides that race below.
-	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash)
+	// It also reads the gate of the model's provider key, for the run on
+	// arrival (claimArrival).
+	gate := circuit.Open
+	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash, m.Provider, &gate)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
@@ -351,8 +371,13 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 	id := uuid.New().String()
 	a := &admission{id: id, owner: owner, key: key, model: model, hash: hash, stored: stored,
 		sealed: s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy: policy, amount: amount, estimated: estimated,
-		deadline: deadline, sub: sub}
-	a.args, a.opts = s.enqueueing(ctx, id, traceID, m.Provider, sub.Inline)
+		deadline: deadline, sub: sub, providerKey: m.Provider}
+	var arrival *arrivalClaim
+	if !sub.Inline {
+		arrival = s.claimArrival(m, gate == circuit.Closed)
+	}
+	a.onArrival = arrival != nil
+	a.args, a.opts = s.enqueueing(ctx, id, traceID, m.Provider, sub.Inline || a.onArrival)
 	// Admissions of one owner that arrive together are written together;
 	// one that cannot be, or a streamed one, is written on its own.
 	err = errAlone
@@ -367,8 +392,15 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		err = errKeyTaken
 	}
 	out := Created{Task: a.task, jobID: a.jobID}
+	if arrival != nil {
+		if err == nil {
+			go s.runOnArrival(a, arrival)
+		} else {
+			arrival.release()
+		}
+	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, key, hash)
+		_, existing, hashOK, err := s.lookup(ctx, owner, key, hash, "", nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -408,9 +440,13 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 }
 
 // lookup reads, in one round trip, the owner's redaction policy and the
-// owner's task under key, if any, with whether its request hash is hash.
-func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte) (policy string, t *Task, hashOK bool, err error) {
+// owner's task under key, if any, with whether its request hash is hash;
+// and, with gate non-nil, the gate of providerKey.
+func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte, providerKey string, gate *circuit.Mode) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
+	if gate != nil {
+		circuit.QueuePeek(b, providerKey, gate)
+	}
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&policy)
 	})

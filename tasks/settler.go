@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/provider"
 )
 
-// succeededCall is one River run's succeeded provider call waiting to be
+// succeededCall is one run's succeeded provider call waiting to be
 // recorded with others of its owner (recordTogether).
 type succeededCall struct {
 	r       *run
@@ -74,6 +74,7 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 			if err := s.queueSuccess(records, settles, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
 				return err
 			}
+			c.r.queueDone(records)
 		}
 		if err := tx.SendBatch(ctx, records).Close(); err != nil {
 			return err

@@ -56,12 +56,16 @@ func (w *worker) Timeout(*river.Job[TaskArgs]) time.Duration {
 // wait between zero and base·2^(attempt-1), capped at RetryMax, so
 // transient failures are retried soon and never in lock-step.
 func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
-	c := w.svc.cfg
-	d := c.RetryBase << min(max(job.Attempt-1, 0), 20)
-	if d <= 0 || d > c.RetryMax {
-		d = c.RetryMax
+	return time.Now().Add(w.svc.backoff(job.Attempt))
+}
+
+// backoff is the wait before the retry that follows the attempt-th run.
+func (s *Service) backoff(attempt int) time.Duration {
+	d := s.cfg.RetryBase << min(max(attempt-1, 0), 20)
+	if d <= 0 || d > s.cfg.RetryMax {
+		d = s.cfg.RetryMax
 	}
-	return time.Now().Add(rand.N(d + 1))
+	return rand.N(d + 1)
 }
 
 // Work runs one attempt of the task. See the package doc for how it is
@@ -74,6 +78,13 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error)
 		trace.WithAttributes(attribute.String("tollgate.task.id", job.Args.TaskID), attribute.Int("tollgate.job.attempt", job.Attempt)))
 	defer func() { endTaskSpan(span, err) }()
 	r := riverRun(job)
+	// A slot of the provider key's calls in this process, shared with
+	// runs on arrival, which give way to waiting River runs.
+	release, err := s.slots.acquire(ctx, r.providerKey)
+	if err != nil {
+		return &noCallError{err}
+	}
+	defer release()
 	begun, wait, err := s.beginAttempt(ctx, r)
 	if err != nil {
 		return err
@@ -82,14 +93,18 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error)
 		return wait // nothing to call now: finished (nil), or waiting (a snooze)
 	}
 	span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
+	return s.callAndRecord(ctx, r, begun)
+}
 
+// callAndRecord makes begun's provider call and records its outcome.
+func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt) error {
 	started := s.cfg.Now()
 	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(begun.task))
 	callCtx, call := begun.startCall(callCtx)
 	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, provider.Request{
 		Model:          begun.model.ProviderModel,
 		Messages:       begun.raw.Messages,
-		MaxTokens:      s.maxTokens(begun.task.Request),
+		MaxTokens:      s.maxTokens(begun.raw),
 		IdempotencyKey: begun.providerKey(),
 		JSONMode:       begun.raw.JSONMode,
 	})
@@ -454,7 +469,7 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 		if err != nil {
 			return err
 		}
-		if !gate.Call && r.inline {
+		if !gate.Call && r.stream {
 			// A client waiting on a stream cannot wait out a pause.
 			return fail(failureFor(provider.Class(gate.ReasonClass), gate.ReasonCode, ""), jc)
 		}
@@ -616,9 +631,9 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 	var after error
 	var final *outcome
 	breakerOpened, blocked := false, false
-	if pe == nil && !r.inline {
-		// A River run's success is recorded with the owner's other
-		// successes waiting, when there are any; else on its own below.
+	if pe == nil {
+		// A success is recorded with the owner's other successes
+		// waiting, when there are any; else on its own below.
 		c := &succeededCall{r: r, b: b, resp: resp, latency: latency}
 		if err := s.recordTogether(ctx, c); err == nil {
 			final = c.res.logged(log)
@@ -652,11 +667,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 				}
 				return tx.CommitWith(ctx, batch)
 			}
-			if r.inline {
-				if err := r.complete(ctx, tx); err != nil {
-					return err
-				}
-			}
+			r.queueDone(batch)
 			var res successResult
 			if err := s.queueSuccess(batch, batch, st, r, b, resp, latency, &res); err != nil {
 				return err
@@ -703,6 +714,16 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			blocked = waitReason != nil
 			return err
 		}
+		// later makes the task's next run wait: a River run returns the
+		// snooze or retry to River; an arrival run moves its safety net to
+		// then, in this transaction.
+		later := func(e error, wait time.Duration) error {
+			after = e
+			if r.inline {
+				return r.reschedule(ctx, tx, wait)
+			}
+			return nil
+		}
 		switch {
 		case pe.Class == provider.ClassThrottled:
 			pause := pe.RetryAfter
@@ -716,8 +737,11 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			f := failureFor(pe.Class, pe.Code, "")
 			f.Message = "Waiting: " + f.Message
 			log.Info("provider key throttled: pausing the key", slog.Int64("pause_ms", wait.Milliseconds()))
-			if !r.inline {
-				after = river.JobSnooze(s.snooze(wait, left))
+			if !r.stream {
+				d := s.snooze(wait, left)
+				if err := later(river.JobSnooze(d), d); err != nil {
+					return err
+				}
 				return requeue(&f)
 			}
 		case pe.Class == provider.ClassExhausted:
@@ -729,21 +753,26 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			if opened {
 				log.Error("ALERT provider key exhausted: circuit breaker opened; tasks stay queued until a probe succeeds")
 			}
-			if !r.inline {
+			if !r.stream {
 				// Another provider may serve the task meanwhile, if a fallback fits.
 				if switched, err := s.fallback(ctx, tx, r, t, b.model, log); err != nil || switched {
 					return err
 				}
 				f := failureFor(pe.Class, pe.Code, "")
 				f.Message = "Waiting: " + f.Message
-				after = river.JobSnooze(s.snooze(s.cfg.ProbeEvery, left))
+				d := s.snooze(s.cfg.ProbeEvery, left)
+				if err := later(river.JobSnooze(d), d); err != nil {
+					return err
+				}
 				return requeue(&f)
 			}
-		case r.inline:
+		case r.stream:
 			// A streamed task has one attempt: its client is waiting.
 		case pe.Class == provider.ClassAmbiguous && jc.ambiguous <= max(s.cfg.AmbiguousRetries, 0) && jc.counted < s.maxAttemptsOf(t),
 			pe.Class == provider.ClassTransient && jc.counted < s.maxAttemptsOf(t):
-			after = &retryError{pe}
+			if err := later(&retryError{pe}, s.backoff(b.attempt)); err != nil {
+				return err
+			}
 			log.Info("attempt failed; will retry")
 			if !r.inline {
 				// This run fails the job to retry it; the entry River
@@ -756,7 +785,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			return requeue(nil)
 		}
 		why := ""
-		if pe.Class == provider.ClassTransient && !r.inline {
+		if pe.Class == provider.ClassTransient && !r.stream {
 			why = "attempts"
 			if switched, err := s.fallback(ctx, tx, r, t, b.model, log); err != nil || switched {
 				return err

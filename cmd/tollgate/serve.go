@@ -121,6 +121,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		// queue per poll when idle), which sequential synchronous calls
 		// would otherwise see as a 200 ms tail.
 		FetchCooldown: 20 * time.Millisecond, FetchPoll: 50 * time.Millisecond, RescueAfter: cfg.RescueAfter,
+		// A task's first attempt runs on arrival unless this is off: then
+		// every attempt waits for River's fetch.
+		QueueOnly: getenv("TOLLGATE_RUN_ON_ARRIVAL") == "off",
 	})
 	if err != nil {
 		return err

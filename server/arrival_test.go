@@ -1,0 +1,153 @@
+package server_test
+
+import (
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/provider/fake"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// A task's first attempt runs in the process that admitted it, without
+// waiting for River: its job is only a safety net, dropped when the task
+// succeeds on arrival, and made the next run when the attempt calls for
+// another. With QueueOnly, every attempt waits for River.
+func TestFirstAttemptRunsOnArrival(t *testing.T) {
+	t.Parallel()
+	const serverError = `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`
+	cases := []struct {
+		name        string
+		queueOnly   bool
+		script      []fake.Scripted
+		wantArrival int64
+		wantStates  []string
+		wantJob     string // the task's River job at the end: "" for none left
+	}{
+		{"success on arrival drops the safety net", false, nil, 1, []string{"succeeded"}, ""},
+		{"transient failure on arrival, retried by River", false, []fake.Scripted{{Status: 500, Body: serverError}}, 1,
+			[]string{"failed", "succeeded"}, "completed"},
+		{"queue only: River runs every attempt", true, nil, 0, []string{"succeeded"}, "completed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{queueOnly: c.queueOnly})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			e.fake.Script(c.script...)
+			r := e.post(key, "k", taskBody("abcdefgh", 100), nil)
+			if r.status != http.StatusAccepted {
+				t.Fatalf("POST: %d %s", r.status, r.body)
+			}
+			task := e.waitFinished(key, r.task(t).ID)
+			if task.Status != tasks.StatusSucceeded {
+				t.Fatalf("status %s, error %+v", task.Status, task.Error)
+			}
+			if n := e.fake.CallCount(); n != len(c.wantStates) {
+				t.Errorf("provider calls = %d, want %d", n, len(c.wantStates))
+			}
+			if got := arrivalRuns(t, e); got != c.wantArrival {
+				t.Errorf("tollgate_runs_on_arrival_total = %d, want %d", got, c.wantArrival)
+			}
+			var states []string
+			rows, err := e.pool.Query(t.Context(), `SELECT state FROM task_attempts WHERE task_id = $1 ORDER BY attempt`, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				states = append(states, s)
+			}
+			if !slices.Equal(states, c.wantStates) {
+				t.Errorf("journal %v, want %v", states, c.wantStates)
+			}
+			// River completes a job after Work returns, so wait for the
+			// job's end rather than read it at once.
+			jobState := func() string {
+				var s string
+				_ = e.pool.QueryRow(t.Context(), `SELECT state::text FROM river_job WHERE id = (SELECT job_id FROM tasks WHERE id = $1)`, task.ID).Scan(&s)
+				return s
+			}
+			e.waitFor("the task's job to end as "+c.wantJob, func() bool { return jobState() == c.wantJob })
+			e.checkInvariants()
+		})
+	}
+}
+
+// A process that dies mid-call on arrival leaves its task running, its
+// attempt journalled "sent" and its River job scheduled: when the job's
+// time comes, another process finds the entry, counts that call as
+// possibly made (ambiguous), repeats it once, and settles the task as
+// possibly charged.
+func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
+	t.Parallel()
+	// The first process's call hangs for as long as its request timeout:
+	// stuck mid-call, it is as good as dead for the test.
+	e := newEnv(t, envOptions{requestTimeout: time.Minute})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Hang: true})
+	r := e.post(key, "k", taskBody("abcdefgh", 100), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	id := r.task(t).ID
+	e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
+	if got := r.task(t).Status; got != tasks.StatusRunning {
+		t.Errorf("admitted as %s, want running", got)
+	}
+	e.expectScalars([]scalarCheck{
+		{"journal entries sent before the call", `SELECT count(*) FROM task_attempts WHERE task_id = '` + id + `' AND state = 'sent' AND attempt = 1`, 1},
+		{"safety net scheduled past the call's deadline", `SELECT count(*) FROM river_job WHERE id = (SELECT job_id FROM tasks WHERE id = '` + id + `')
+			AND state = 'scheduled' AND scheduled_at > now() + interval '1 minute'`, 1},
+	})
+
+	// Its job's time comes, with another instance running.
+	other := restartWorkers(t, e)
+	if _, err := e.pool.Exec(t.Context(), `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE id = (SELECT job_id FROM tasks WHERE id = $1)`, id); err != nil {
+		t.Fatal(err)
+	}
+	task := other.waitFinished(key, id)
+	if task.Status != tasks.StatusSucceeded || task.Attempts != 2 {
+		t.Fatalf("status %s after %d attempts, error %+v; want succeeded after 2", task.Status, task.Attempts, task.Error)
+	}
+	if task.Result == nil || task.Result.Usage.Source != "possibly_charged" {
+		t.Errorf("result %+v, want usage labelled possibly_charged", task.Result)
+	}
+	// Either instance may run the net (the stuck one's workers are alive).
+	if n := e.fake.CallCount() + other.fake.CallCount(); n != 2 {
+		t.Errorf("%d provider calls, want 2 (the stuck one and its repeat)", n)
+	}
+	e.expectScalars([]scalarCheck{
+		{"first attempt ambiguous", `SELECT count(*) FROM task_attempts WHERE task_id = '` + id + `' AND attempt = 1 AND state = 'ambiguous'`, 1},
+		{"second attempt succeeded", `SELECT count(*) FROM task_attempts WHERE task_id = '` + id + `' AND attempt = 2 AND state = 'succeeded'`, 1},
+	})
+	e.checkInvariants()
+	// The stuck call ends; its late outcome changes nothing.
+	e.fake.Close()
+	e.waitFor("the stuck run to finish", func() bool { return e.tasks.RunningOnArrival() == 0 })
+	if got := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t); got.Status != tasks.StatusSucceeded || got.Attempts != 2 {
+		t.Errorf("after the late outcome: %s after %d attempts", got.Status, got.Attempts)
+	}
+	e.checkInvariants()
+}
+
+var arrivalMetric = regexp.MustCompile(`(?m)^tollgate_runs_on_arrival_total (\d+)$`)
+
+// arrivalRuns reads tollgate_runs_on_arrival_total from /metrics.
+func arrivalRuns(t *testing.T, e *env) int64 {
+	t.Helper()
+	res := e.do(http.MethodGet, "/metrics", "", nil, nil)
+	m := arrivalMetric.FindSubmatch(res.body)
+	if m == nil {
+		t.Fatalf("/metrics has no tollgate_runs_on_arrival_total")
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
+}
