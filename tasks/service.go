@@ -54,10 +54,10 @@ type Config struct {
 	// QueueOnly makes every attempt wait for River to fetch its job. By
 	// default a task's first attempt runs on arrival, in the process that
 	// admitted it, when a call slot is free (see runOnArrival).
-	QueueOnly bool
-	BuildVersion     string
-	Logger           *slog.Logger
-	Metrics          *metrics.Metrics // nil records nothing
+	QueueOnly    bool
+	BuildVersion string
+	Logger       *slog.Logger
+	Metrics      *metrics.Metrics // nil records nothing
 	// AlertThresholds are budget alert thresholds in percent spent; nil
 	// takes budget.DefaultThresholds.
 	AlertThresholds []int
