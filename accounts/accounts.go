@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,7 +70,8 @@ type Principal struct {
 
 // Store reads and writes owners and keys.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	cache atomic.Pointer[keyCache] // set by CacheKeys; nil reads every key from the database
 }
 
 // NewStore returns a Store on pool.
@@ -124,6 +126,24 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 		return Principal{}, ErrUnauthenticated
 	}
 	digest := sha256.Sum256([]byte(key))
+	c := s.cache.Load()
+	var gen uint64
+	if c != nil {
+		p, ok, g := c.get(digest)
+		if ok {
+			return p, nil
+		}
+		gen = g
+	}
+	p, err := s.authenticate(ctx, digest)
+	if err == nil && c != nil {
+		c.put(digest, p, gen)
+	}
+	return p, err
+}
+
+// authenticate reads the principal of a key's digest.
+func (s *Store) authenticate(ctx context.Context, digest [32]byte) (Principal, error) {
 	var p Principal
 	var role string
 	var stored []byte
@@ -230,9 +250,10 @@ func (s *Store) ListKeys(ctx context.Context, owner string) ([]Key, error) {
 	})
 }
 
-// Revoke revokes a key by id. Authentication reads the database on every
-// request, so a revoked key fails at once on every instance. It returns
-// ErrKeyNotFound for an unknown or already revoked key.
+// Revoke revokes a key by id. A revoked key fails at once here, and on
+// every other instance as soon as PostgreSQL's announcement of the change
+// reaches it (see CacheKeys). It returns ErrKeyNotFound for an unknown or
+// already revoked key.
 func (s *Store) Revoke(ctx context.Context, keyID string) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id::text = $1 AND revoked_at IS NULL`, keyID)
 	if err != nil {
@@ -240,6 +261,9 @@ func (s *Store) Revoke(ctx context.Context, keyID string) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return ErrKeyNotFound
+	}
+	if c := s.cache.Load(); c != nil {
+		c.drop(keyID)
 	}
 	return nil
 }

@@ -211,9 +211,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	routeSvc := routes.NewService(pool, svc, cat, compiled, m, log, clock.Now)
+	keys := accounts.NewStore(pool)
+	go keys.CacheKeys(ctx, accounts.CacheOptions{})
 	h := server.New(server.Deps{
 		Routes: routeSvc,
-		Pool:   pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, clock.Now),
+		Pool:   pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
 	})
@@ -232,7 +234,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		tr.Check(t)
 	})
 	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
-		accounts: accounts.NewStore(pool), budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc}
+		accounts: keys, budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc}
 }
 
 // owner creates an owner with a budget and returns a key of the role.

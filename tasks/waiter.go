@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/internal/pglisten"
 )
 
 // finishedChannel is the NOTIFY channel on which tasks that finished (or
@@ -153,43 +155,15 @@ func (w *waiter) run(ctx context.Context) {
 		w.send(ctx)
 	}()
 	defer func() { <-sent }()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := w.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		w.log.Warn("task completion listener lost its connection; reconnecting", slog.String("error", err.Error()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (w *waiter) listen(ctx context.Context) error {
-	pooled, err := w.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// A LISTEN connection must not go back to the pool still listening.
-	conn := pooled.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+finishedChannel); err != nil {
-		return err
-	}
-	w.wake("") // anything may have finished while we were not listening
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		for id := range strings.SplitSeq(n.Payload, ",") {
-			w.wake(id)
-		}
-	}
+	pglisten.Run(ctx, w.pool, finishedChannel, "task completion listener", w.log, pglisten.Handler{
+		// Anything may have finished while we were not listening.
+		Listening: func() { w.wake("") },
+		Notify: func(payload string) {
+			for id := range strings.SplitSeq(payload, ",") {
+				w.wake(id)
+			}
+		},
+	})
 }
 
 func (w *waiter) stop() {

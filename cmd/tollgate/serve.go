@@ -134,10 +134,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	}
 	routeSvc := routes.NewService(pool, svc, cfg.Catalog, compiled, m, log, nil)
 	var draining atomic.Bool
+	keys := accounts.NewStore(pool)
 	handler := server.New(server.Deps{
 		Draining: draining.Load,
 		Routes:   routeSvc, SecureCookies: getenv("TOLLGATE_SECURE_COOKIES") == "on",
-		Pool: pool, Tasks: svc, Accounts: accounts.NewStore(pool), Budgets: budget.NewStore(pool, nil),
+		Pool: pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
 	})
@@ -155,6 +156,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	go alerter.Run(workCtx)
+	// Keys are answered from memory; a revocation anywhere reaches every
+	// instance's cache by NOTIFY (accounts.Store.CacheKeys).
+	go keys.CacheKeys(workCtx, accounts.CacheOptions{Logger: log})
 	if addr := getenv("TOLLGATE_PPROF_ADDR"); addr != "" {
 		if err := startPprof(workCtx, addr, log); err != nil {
 			return err
@@ -209,8 +213,8 @@ func startPprof(ctx context.Context, addr string, log *slog.Logger) error {
 }
 
 // defaultPoolConns is the pool size unless DATABASE_URL sets
-// pool_max_conns. Each instance also holds two LISTEN connections (River's
-// and the completion listener's).
+// pool_max_conns. Each instance also holds three LISTEN connections
+// (River's, the completion listener's and the API key cache's).
 const defaultPoolConns = 20
 
 // openDatabase creates and migrates the database unless told not to, then
