@@ -127,13 +127,15 @@ const rssTargetMB = 500
 
 // goroutineBound is the most goroutines the server should need with
 // workers model calls open and clients connections sending, however many
-// tasks wait in the queue: the start, four per model call (River's job
-// executor and its stuck-job watcher, the HTTP client connection's read and
-// write loops), two per client connection (the server's connection
-// goroutine and its background reader), and 100 to spare for the pool's
-// and the runtime's own.
+// tasks wait in the queue: the start; per call slot, four for its model
+// call (River's job executor and its stuck-job watcher, or the run on
+// arrival, and the HTTP client connection's read and write loops), two for
+// a River job fetched while every slot is taken by runs on arrival (it
+// waits for one) and one to spare; two per client connection (the
+// server's connection goroutine and its background reader); and 100 to
+// spare for the pool's and the runtime's own.
 func goroutineBound(start, workers, clients int) int {
-	return start + 4*workers + 2*clients + 100
+	return start + 7*workers + 2*clients + 100
 }
 
 // metricSeries reads the summed samples the in-flight scenario follows.
@@ -445,7 +447,7 @@ func inFlightVerdict(r InFlightResult) (bool, string) {
 		why = append(why, fmt.Sprintf("RSS peak %.0f MB >= %d MB", r.Resources.RSSPeakMB, rssTargetMB))
 	}
 	if r.GoroutineBound > 0 && r.Resources.GoroutinesPeak > r.GoroutineBound {
-		why = append(why, fmt.Sprintf("goroutines peak %d > %d (start + 4×workers + 2×clients + 100)", r.Resources.GoroutinesPeak, r.GoroutineBound))
+		why = append(why, fmt.Sprintf("goroutines peak %d > %d (start + 7×workers + 2×clients + 100)", r.Resources.GoroutinesPeak, r.GoroutineBound))
 	}
 	if r.ErrorCount > 0 {
 		why = append(why, fmt.Sprintf("%d errors", r.ErrorCount))

@@ -39,11 +39,7 @@ func TestFirstAttemptRunsOnArrival(t *testing.T) {
 			e := newEnv(t, envOptions{queueOnly: c.queueOnly})
 			key := e.owner("acme", accounts.RoleClient, 1_000_000)
 			e.fake.Script(c.script...)
-			r := e.post(key, "k", taskBody("abcdefgh", 100), nil)
-			if r.status != http.StatusAccepted {
-				t.Fatalf("POST: %d %s", r.status, r.body)
-			}
-			task := e.waitFinished(key, r.task(t).ID)
+			task := e.waitFinished(key, e.submit(key, "k", taskBody("abcdefgh", 100)))
 			if task.Status != tasks.StatusSucceeded {
 				t.Fatalf("status %s, error %+v", task.Status, task.Error)
 			}
@@ -93,13 +89,9 @@ func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	e := newEnv(t, envOptions{requestTimeout: time.Minute})
 	key := e.owner("acme", accounts.RoleClient, 1_000_000)
 	e.fake.Script(fake.Scripted{Hang: true})
-	r := e.post(key, "k", taskBody("abcdefgh", 100), nil)
-	if r.status != http.StatusAccepted {
-		t.Fatalf("POST: %d %s", r.status, r.body)
-	}
-	id := r.task(t).ID
+	id := e.submit(key, "k", taskBody("abcdefgh", 100))
 	e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
-	if got := r.task(t).Status; got != tasks.StatusRunning {
+	if got := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t).Status; got != tasks.StatusRunning {
 		t.Errorf("admitted as %s, want running", got)
 	}
 	e.expectScalars([]scalarCheck{

@@ -326,6 +326,16 @@ func (e *env) post(key, idemKey string, body []byte, header map[string]string) r
 	return e.do(http.MethodPost, "/v1/tasks", key, body, h)
 }
 
+// submit POSTs a task and returns its id, failing unless it is accepted.
+func (e *env) submit(key, idemKey string, body []byte) string {
+	e.t.Helper()
+	r := e.post(key, idemKey, body, nil)
+	if r.status != http.StatusAccepted {
+		e.t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	return r.task(e.t).ID
+}
+
 // taskBody is a valid request whose reservation is easy to compute:
 // content of 4n bytes estimates as n tokens, plus 4 for framing.
 func taskBody(content string, maxTokens int) []byte {

@@ -60,11 +60,7 @@ func TestProviderFailuresAreClassifiedAndHandled(t *testing.T) {
 			e := newEnv(t, envOptions{maxAttempts: c.maxAttempts, requestTimeout: 300 * time.Millisecond})
 			key := e.owner("acme", accounts.RoleClient, 1_000_000)
 			e.fake.Script(c.script...)
-			r := e.post(key, "k", taskBody("abcdefgh", 100), nil)
-			if r.status != http.StatusAccepted {
-				t.Fatalf("POST: %d %s", r.status, r.body)
-			}
-			task := e.waitFinished(key, r.task(t).ID)
+			task := e.waitFinished(key, e.submit(key, "k", taskBody("abcdefgh", 100)))
 			if task.Status != c.wantStatus || task.Attempts != c.wantAttempts {
 				t.Fatalf("status=%s attempts=%d error=%+v; want %s after %d", task.Status, task.Attempts, task.Error, c.wantStatus, c.wantAttempts)
 			}
@@ -295,11 +291,7 @@ func TestDeadlineFailsAWaitingTaskAndReleasesItsReservation(t *testing.T) {
 	key := e.owner("acme", accounts.RoleClient, 1_000_000)
 	e.fake.Script(fake.Scripted{Status: 429, Body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`})
 	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"abcdefgh"}],"max_tokens":100,"deadline_s":1}`)
-	r := e.post(key, "k", body, nil)
-	if r.status != http.StatusAccepted {
-		t.Fatalf("POST: %d %s", r.status, r.body)
-	}
-	task := e.waitFinished(key, r.task(t).ID)
+	task := e.waitFinished(key, e.submit(key, "k", body))
 	if task.Status != tasks.StatusFailed || task.Error == nil || task.Error.Code != "model_quota_exhausted" {
 		t.Fatalf("task = %s %+v, want failed model_quota_exhausted at its deadline", task.Status, task.Error)
 	}
