@@ -128,35 +128,71 @@ func isCode(err error, code string) bool {
 // not opened yet is opened from its limit (openPeriodTx). ErrNotFound: the
 // owner has no budget.
 func balanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time) ([]int64, error) {
+	rows := &BalanceRows{}
+	b := &pgx.Batch{}
+	QueueBalanceRows(b, owner, workload, at, rows)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return rows.resolve(ctx, tx)
+}
+
+// BalanceRows is what QueueBalanceRows reads: the balance rows of an
+// owner's workload in a period, some perhaps not opened yet.
+type BalanceRows struct {
+	owner, workload string
+	at              time.Time
+	list            []balanceRow
+}
+
+type balanceRow struct {
+	workload string
+	id       *int64 // nil: the period is not opened yet
+}
+
+// QueueBalanceRows queues on b the read of the balance rows a reservation
+// of owner's workload at `at` holds, into out, so that it travels with the
+// caller's other statements; Resolve then opens what is missing. Rows read
+// in the reservation's transaction, as by BalanceRowsTx.
+func QueueBalanceRows(b *pgx.Batch, owner, workload string, at time.Time, out *BalanceRows) {
 	daily, _ := PeriodDaily.Bounds(at)
 	monthly, _ := PeriodMonthly.Bounds(at)
 	none, _ := PeriodNone.Bounds(at)
-	rows, err := tx.Query(ctx, `
+	*out = BalanceRows{owner: owner, workload: workload, at: at}
+	b.Queue(`
 		SELECT l.workload, p.id
 		FROM budget_limits l
 		LEFT JOIN budget_periods p ON p.owner_id = l.owner_id AND p.workload = l.workload
 		     AND p.period_start = CASE l.period WHEN 'daily' THEN $3::timestamptz WHEN 'monthly' THEN $4::timestamptz ELSE $5::timestamptz END
-		WHERE l.owner_id = $1 AND l.workload IN ('', $2)`, owner, workload, daily, monthly, none)
-	if err != nil {
-		return nil, err
-	}
-	type row struct {
-		workload string
-		id       *int64
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
-		return x, r.Scan(&x.workload, &x.id)
+		WHERE l.owner_id = $1 AND l.workload IN ('', $2)`, owner, workload, daily, monthly, none).Query(func(rows pgx.Rows) (err error) {
+		out.list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (balanceRow, error) {
+			var x balanceRow
+			return x, r.Scan(&x.workload, &x.id)
+		})
+		return err
 	})
-	if err != nil {
-		return nil, err
+}
+
+// Resolve returns the ids of the rows read, opening in tx the periods not
+// opened yet. It returns ErrInsufficient when the owner has no budget.
+func (r *BalanceRows) Resolve(ctx context.Context, tx pgx.Tx) ([]int64, error) {
+	ids, err := r.resolve(ctx, tx)
+	if errors.Is(err, ErrNotFound) {
+		return nil, ErrInsufficient
 	}
+	if err != nil {
+		return nil, fmt.Errorf("budget: reserve: %w", err)
+	}
+	return ids, nil
+}
+
+func (r *BalanceRows) resolve(ctx context.Context, tx pgx.Tx) ([]int64, error) {
 	var ids []int64
 	ownerCapped := false
-	for _, x := range list {
+	for _, x := range r.list {
 		ownerCapped = ownerCapped || x.workload == ""
 		if x.id == nil {
-			id, _, err := openPeriodTx(ctx, tx, owner, x.workload, at, "system")
+			id, _, err := openPeriodTx(ctx, tx, r.owner, x.workload, r.at, "system")
 			if err != nil {
 				return nil, err
 			}

@@ -81,7 +81,8 @@ func (a *admission) reservation(at time.Time) budget.Reservation {
 }
 
 // admitAlone writes a in its own transaction: the job first, so the task
-// row is written once, with its job id; the reservation last, sent with
+// row is written once, with its job id (read with the balance rows); the
+// reservation last, sent with
 // COMMIT under the owner's queue (commitOnBudget), so the owner's budget
 // row is held only while PostgreSQL runs it and commits. It returns
 // errKeyTaken when a concurrent request holds the key, and
@@ -92,18 +93,23 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 		if err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
-		rows := &pgx.Batch{}
+		// The row and the balance rows' read in one round trip.
+		at := s.cfg.Now()
+		rows, balance := &pgx.Batch{}, &budget.BalanceRows{}
 		a.queueInsert(rows, res.Job.ID)
+		budget.QueueBalanceRows(rows, a.owner, a.sub.Workload, at, balance)
 		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return err
 		}
 		if a.taken {
 			return errKeyTaken // rolled back, the job with it
 		}
-		b := &pgx.Batch{}
-		if err := budget.QueueReserveTx(ctx, tx, b, a.reservation(s.cfg.Now())); err != nil {
+		ids, err := balance.Resolve(ctx, tx)
+		if err != nil {
 			return err
 		}
+		b := &pgx.Batch{}
+		budget.QueueReserveOn(b, a.reservation(at), ids)
 		return s.commitOnBudget(ctx, tx, a.owner, b)
 	})
 }
@@ -152,9 +158,17 @@ func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
 		if len(res) != len(batch) {
 			return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(batch))
 		}
+		// The rows and the balance rows' read (once per workload) in one
+		// round trip.
+		at := s.cfg.Now()
 		rows := &pgx.Batch{}
+		balances := map[string]*budget.BalanceRows{}
 		for i, a := range batch {
 			a.queueInsert(rows, res[i].Job.ID)
+			if w := a.sub.Workload; balances[w] == nil {
+				balances[w] = &budget.BalanceRows{}
+				budget.QueueBalanceRows(rows, owner, w, at, balances[w])
+			}
 		}
 		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return err
@@ -172,7 +186,6 @@ func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
 				return fmt.Errorf("drop the jobs of taken keys: %w", err)
 			}
 		}
-		at := s.cfg.Now()
 		reserves := &pgx.Batch{}
 		ids := map[string][]int64{} // balance rows by workload
 		for _, a := range batch {
@@ -181,7 +194,7 @@ func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
 			}
 			w := a.sub.Workload
 			if _, ok := ids[w]; !ok {
-				if ids[w], err = budget.BalanceRowsTx(ctx, tx, owner, w, at); err != nil {
+				if ids[w], err = balances[w].Resolve(ctx, tx); err != nil {
 					return err
 				}
 			}

@@ -19,6 +19,10 @@
 //
 // Tx implements pgx.Tx, so code written for a pgx.Tx (River's InsertTx, the
 // domain packages' ...Tx functions) runs inside it unchanged.
+//
+// BEGIN is sent with the transaction's first statement: in the same
+// pipeline when that is a batch (a transaction that is one CommitWith is
+// then one round trip), just before it otherwise.
 package pipetx
 
 import (
@@ -34,8 +38,9 @@ import (
 // Tx is a transaction on one pooled connection. It is not safe for
 // concurrent use, like any pgx.Tx.
 type Tx struct {
-	conn *pgxpool.Conn
-	done bool // committed or rolled back
+	conn  *pgxpool.Conn
+	begun bool // BEGIN sent
+	done  bool // committed or rolled back
 }
 
 var _ pgx.Tx = (*Tx)(nil)
@@ -62,10 +67,6 @@ func Run(ctx context.Context, pool *pgxpool.Pool, fn func(tx *Tx) error) (err er
 		}
 		conn.Release()
 	}()
-	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
-		tx.done = true // nothing to roll back; the pool drops a broken conn
-		return err
-	}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func (tx *Tx) CommitWith(ctx context.Context, b *pgx.Batch) error {
 		return ErrDone
 	}
 	b.Queue("COMMIT")
-	err := tx.conn.SendBatch(ctx, b).Close()
+	err := tx.conn.SendBatch(ctx, tx.withBegin(b)).Close()
 	if tx.conn.Conn().PgConn().TxStatus() == 'I' {
 		// COMMIT ran: the transaction is over whatever a callback said.
 		tx.done = true
@@ -105,6 +106,10 @@ func (tx *Tx) Commit(ctx context.Context) error {
 	if tx.done {
 		return ErrDone
 	}
+	if !tx.begun {
+		tx.done = true // nothing was sent: nothing to commit
+		return nil
+	}
 	tag, err := tx.conn.Exec(ctx, "COMMIT")
 	tx.done = true
 	if err != nil {
@@ -123,8 +128,34 @@ func (tx *Tx) Rollback(ctx context.Context) error {
 		return nil
 	}
 	tx.done = true
+	if !tx.begun {
+		return nil
+	}
 	_, err := tx.conn.Exec(ctx, "ROLLBACK")
 	return err
+}
+
+// begin sends BEGIN if the transaction has not begun: before a statement
+// that is not a batch.
+func (tx *Tx) begin(ctx context.Context) error {
+	if tx.begun {
+		return nil
+	}
+	tx.begun = true
+	_, err := tx.conn.Exec(ctx, "BEGIN")
+	return err
+}
+
+// withBegin returns b, preceded by BEGIN if the transaction has not begun.
+func (tx *Tx) withBegin(b *pgx.Batch) *pgx.Batch {
+	if tx.begun {
+		return b
+	}
+	tx.begun = true
+	first := &pgx.Batch{}
+	first.Queue("BEGIN")
+	first.QueuedQueries = append(first.QueuedQueries, b.QueuedQueries...)
+	return first
 }
 
 // Begin is not supported: no code run inside a Tx needs a savepoint.
@@ -137,6 +168,9 @@ func (tx *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 	if tx.done {
 		return pgconn.CommandTag{}, ErrDone
 	}
+	if err := tx.begin(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	return tx.conn.Exec(ctx, sql, args...)
 }
 
@@ -145,6 +179,9 @@ func (tx *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 	if tx.done {
 		return nil, ErrDone
 	}
+	if err := tx.begin(ctx); err != nil {
+		return nil, err
+	}
 	return tx.conn.Query(ctx, sql, args...)
 }
 
@@ -152,6 +189,9 @@ func (tx *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 func (tx *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if tx.done {
 		return errRow{ErrDone}
+	}
+	if err := tx.begin(ctx); err != nil {
+		return errRow{err}
 	}
 	return tx.conn.QueryRow(ctx, sql, args...)
 }
@@ -162,13 +202,16 @@ func (tx *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if tx.done {
 		return errBatch{ErrDone}
 	}
-	return tx.conn.SendBatch(ctx, b)
+	return tx.conn.SendBatch(ctx, tx.withBegin(b))
 }
 
 // CopyFrom copies rows in the transaction.
 func (tx *Tx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
 	if tx.done {
 		return 0, ErrDone
+	}
+	if err := tx.begin(ctx); err != nil {
+		return 0, err
 	}
 	return tx.conn.CopyFrom(ctx, table, cols, src)
 }

@@ -94,6 +94,48 @@ func TestRun(t *testing.T) {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "TG999"
 		}, 0},
+		{"a first batch carries BEGIN: what follows is the same transaction", func(tx *pipetx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES (8)`)
+			var first, second int64
+			b.Queue(`SELECT txid_current()`).QueryRow(func(r pgx.Row) error { return r.Scan(&first) })
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT txid_current()`).Scan(&second); err != nil {
+				return err
+			}
+			if first != second {
+				t.Errorf("the first batch ran in transaction %d, the next statement in %d", first, second)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (9)`)
+			return err
+		}, nil, 2},
+		{"a failed first batch rolls back", func(tx *pipetx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES (10)`)
+			b.Queue(`INSERT INTO t VALUES (10)`)
+			return tx.SendBatch(ctx, b).Close()
+		}, func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "23505"
+		}, 0},
+		{"a transaction that is one CommitWith", func(tx *pipetx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES (11)`)
+			b.Queue(`INSERT INTO t VALUES (12)`)
+			return tx.CommitWith(ctx, b)
+		}, nil, 2},
+		{"one CommitWith aborted from SQL", func(tx *pipetx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES (13)`)
+			b.Queue(`SELECT tollgate_abort('TG999', 'refused')`)
+			return tx.CommitWith(ctx, b)
+		}, func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "TG999"
+		}, 0},
+		{"nothing sent, nothing to commit", func(*pipetx.Tx) error { return nil }, nil, 0},
 		{"a used Tx says so", func(tx *pipetx.Tx) error {
 			if err := tx.Commit(ctx); err != nil {
 				return err
