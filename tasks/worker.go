@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
@@ -116,7 +118,34 @@ func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt
 	// a canceled call is exactly the outcome the journal must keep.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rcancel()
-	return s.recordOutcome(rctx, r, begun, resp, callErr, latency)
+	return s.recordRun(rctx, r, begun, resp, callErr, latency)
+}
+
+// recordRun records an attempt's outcome. A River run that cannot is retried
+// by River, which finds the attempt unrecorded. An inline run has no River
+// run behind it, and its safety net would finish the task only after the
+// call's deadline: it tries again while ctx lasts, since the usual cause is
+// a database restarting. Trying again is safe: a transaction that did not
+// commit left nothing, and one that committed without its answer reaching
+// us refuses the repeat (the replay record's key is taken).
+func (s *Service) recordRun(ctx context.Context, r *run, b *begunAttempt, resp *provider.Response, callErr error, latency time.Duration) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := s.recordOutcome(ctx, r, b, resp, callErr, latency)
+		var retry *retryError
+		var snooze *river.JobSnoozeError
+		var pe *pgconn.PgError
+		if err == nil || !r.inline || errors.As(err, &retry) || errors.As(err, &snooze) ||
+			(errors.As(err, &pe) && pe.Code == pgerrcode.UniqueViolation) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 type begunAttempt struct {
