@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"slices"
@@ -142,4 +143,35 @@ func arrivalRuns(t *testing.T, e *env) int64 {
 	}
 	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return n
+}
+
+// A drain that times out cancels the calls of runs on arrival like River's
+// jobs: each is recorded as ambiguous (it may have reached the provider),
+// its task goes back to the queue, and another instance repeats it once.
+func TestDrainHandsRunsOnArrivalBackToTheQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{requestTimeout: time.Minute})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Hang: true})
+	id := e.submit(key, "k", taskBody("abcdefgh", 100))
+	e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
+
+	drain, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_ = e.tasks.Stop(drain) // the drain's end is the point: its error says it timed out
+	if n := e.tasks.RunningOnArrival(); n != 0 {
+		t.Fatalf("%d runs on arrival still running after Stop", n)
+	}
+	e.expectScalars([]scalarCheck{
+		{"interrupted call journalled ambiguous", `SELECT count(*) FROM task_attempts WHERE task_id = '` + id + `' AND attempt = 1 AND state = 'ambiguous'`, 1},
+		{"task back in the queue", `SELECT count(*) FROM tasks WHERE id = '` + id + `' AND status = 'queued'`, 1},
+		{"its job due again", `SELECT count(*) FROM river_job WHERE id = (SELECT job_id FROM tasks WHERE id = '` + id + `') AND state = 'available'`, 1},
+	})
+
+	other := restartWorkers(t, e)
+	task := other.waitFinished(key, id)
+	if task.Status != tasks.StatusSucceeded || task.Attempts != 2 {
+		t.Fatalf("status %s after %d attempts; want succeeded after 2", task.Status, task.Attempts)
+	}
+	e.checkInvariants()
 }
