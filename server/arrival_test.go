@@ -87,11 +87,7 @@ func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	t.Parallel()
 	// The first process's call hangs for as long as its request timeout:
 	// stuck mid-call, it is as good as dead for the test.
-	e := newEnv(t, envOptions{requestTimeout: time.Minute})
-	key := e.owner("acme", accounts.RoleClient, 1_000_000)
-	e.fake.Script(fake.Scripted{Hang: true})
-	id := e.submit(key, "k", taskBody("abcdefgh", 100))
-	e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
+	e, key, id := stuckOnArrival(t)
 	if got := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t).Status; got != tasks.StatusRunning {
 		t.Errorf("admitted as %s, want running", got)
 	}
@@ -131,6 +127,19 @@ func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	e.checkInvariants()
 }
 
+// stuckOnArrival is a server whose one task is mid-call on arrival, its
+// call hanging for up to the request timeout (a minute); with the owner's
+// key and the task's id.
+func stuckOnArrival(t *testing.T) (e *env, key, id string) {
+	t.Helper()
+	e = newEnv(t, envOptions{requestTimeout: time.Minute})
+	key = e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Hang: true})
+	id = e.submit(key, "k", taskBody("abcdefgh", 100))
+	e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
+	return e, key, id
+}
+
 var arrivalMetric = regexp.MustCompile(`(?m)^tollgate_runs_on_arrival_total (\d+)$`)
 
 // arrivalRuns reads tollgate_runs_on_arrival_total from /metrics.
@@ -150,12 +159,7 @@ func arrivalRuns(t *testing.T, e *env) int64 {
 // its task goes back to the queue, and another instance repeats it once.
 func TestDrainHandsRunsOnArrivalBackToTheQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{requestTimeout: time.Minute})
-	key := e.owner("acme", accounts.RoleClient, 1_000_000)
-	e.fake.Script(fake.Scripted{Hang: true})
-	id := e.submit(key, "k", taskBody("abcdefgh", 100))
-	e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
-
+	e, key, id := stuckOnArrival(t)
 	drain, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	_ = e.tasks.Stop(drain) // the drain's end is the point: its error says it timed out
