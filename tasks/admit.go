@@ -81,10 +81,10 @@ func (a *admission) reservation(at time.Time) budget.Reservation {
 }
 
 // admitAlone writes a in its own transaction: the job first, so the task
-// row is written once, with its job id (read with the balance rows); the
-// reservation last, sent with
-// COMMIT under the owner's queue (commitOnBudget), so the owner's budget
-// row is held only while PostgreSQL runs it and commits. It returns
+// row is written once, with its job id (in the balance rows' round trip);
+// the reservation last, sent with COMMIT under the owner's queue
+// (commitOnBudget), so the owner's budget row is held only while
+// PostgreSQL runs it and commits. It returns
 // errKeyTaken when a concurrent request holds the key, and
 // budget.ErrInsufficient when the budget cannot cover the reservation.
 func (s *Service) admitAlone(ctx context.Context, a *admission) error {
