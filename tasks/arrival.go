@@ -96,6 +96,16 @@ func (a *arrivals) start() {
 	a.accepting = true
 }
 
+func (a *arrivals) accepts() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.accepting
+}
+
+// mayRunOnArrival reports whether this process runs tasks on arrival at
+// all (it runs workers, is not draining and QueueOnly is off).
+func (s *Service) mayRunOnArrival() bool { return !s.cfg.QueueOnly && s.arrivals.accepts() }
+
 // claim registers a run about to be admitted; done must be called once,
 // whether or not it ran.
 func (a *arrivals) claim() (done func(), ok bool) {

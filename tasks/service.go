@@ -352,10 +352,14 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 	// same round trip reads the owner's redaction policy for a new task. A
 	// key not found here may still be taken by a concurrent request by the
 	// time the insert runs; the unique constraint decides that race below.
-	// It also reads the gate of the model's provider key, for the run on
-	// arrival (claimArrival).
+	// It also reads the gate of the model's provider key when the task may
+	// run on arrival (claimArrival).
 	gate := circuit.Open
-	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash, m.Provider, &gate)
+	var gateRead *circuit.Mode
+	if !sub.Inline && s.mayRunOnArrival() {
+		gateRead = &gate
+	}
+	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash, m.Provider, gateRead)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
