@@ -40,12 +40,16 @@ type Report struct {
 // Queue is one River queue: each provider key has its own
 // (provider_<key>), plus the maintenance queue. Counts are of jobs in each
 // unfinished state; OldestSeconds is the age of the oldest of them, 0 when
-// there are none.
+// there are none. RunningInline counts the tasks whose attempt runs in the
+// process that admitted them (a first attempt on arrival, or a stream):
+// their jobs are scheduled safety nets, left out of Scheduled, which holds
+// the jobs waiting for a later time (a retry's backoff, a long snooze).
 type Queue struct {
 	Name          string  `json:"name" db:"name"`
 	Available     int64   `json:"available" db:"available"`
 	Scheduled     int64   `json:"scheduled" db:"scheduled"`
 	Running       int64   `json:"running" db:"running"`
+	RunningInline int64   `json:"running_inline" db:"running_inline"`
 	Retryable     int64   `json:"retryable" db:"retryable"`
 	OldestSeconds float64 `json:"oldest_seconds" db:"oldest_seconds"`
 }
@@ -126,23 +130,34 @@ func collect[T any](ctx context.Context, q Querier, sql string, args ...any) ([]
 
 // queuesSQL lists every queue River knows (river_queue) or holds
 // unfinished jobs in, so an idle provider queue shows as zeros. It reads
-// river_job through its (state, queue, ...) index.
+// river_job through its (state, queue, ...) index. A scheduled job is an
+// inline run's safety net when its task, found by the id in its args (the
+// primary key), is stored running with this job: a task a River run runs
+// is stored queued.
 const queuesSQL = `
-	WITH jobs AS (
-		SELECT queue,
-		       count(*) FILTER (WHERE state = 'available') AS available,
-		       count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
-		       count(*) FILTER (WHERE state = 'running')   AS running,
-		       count(*) FILTER (WHERE state = 'retryable') AS retryable,
-		       min(created_at) AS oldest
+	WITH unfinished AS (
+		SELECT queue, state, created_at,
+		       state = 'scheduled' AND kind = 'tollgate_task' AND EXISTS (
+		           SELECT 1 FROM tasks t
+		           WHERE t.id = (river_job.args->>'task_id')::uuid AND t.job_id = river_job.id AND t.status = 'running') AS inline
 		FROM river_job
 		WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+	), jobs AS (
+		SELECT queue,
+		       count(*) FILTER (WHERE state = 'available') AS available,
+		       count(*) FILTER (WHERE state = 'scheduled' AND NOT inline) AS scheduled,
+		       count(*) FILTER (WHERE state = 'running')   AS running,
+		       count(*) FILTER (WHERE inline)              AS running_inline,
+		       count(*) FILTER (WHERE state = 'retryable') AS retryable,
+		       min(created_at) AS oldest
+		FROM unfinished
 		GROUP BY queue
 	)
 	SELECT COALESCE(j.queue, q.name) AS name,
 	       COALESCE(j.available, 0) AS available,
 	       COALESCE(j.scheduled, 0) AS scheduled,
 	       COALESCE(j.running, 0) AS running,
+	       COALESCE(j.running_inline, 0) AS running_inline,
 	       COALESCE(j.retryable, 0) AS retryable,
 	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.oldest), 0), 0)::float8 AS oldest_seconds
 	FROM jobs j FULL JOIN river_queue q ON q.name = j.queue

@@ -41,15 +41,22 @@ INSERT INTO river_job (kind, max_attempts, args, queue, state, created_at, attem
   ('task', 25, '{}', 'provider_openai',    'retryable', '2020-01-01T00:06:00Z', NULL, NULL),
   ('task', 25, '{}', 'provider_anthropic', 'running',   '2020-01-01T00:07:00Z', now(), NULL),
   ('task', 25, '{}', 'provider_anthropic', 'completed', '2019-01-01T00:00:00Z', now(), now());
+-- Two task jobs scheduled: one the safety net of task 2, stored running on
+-- arrival (running inline); the other task 3's, stored queued (a retry
+-- waiting for its time: scheduled).
+INSERT INTO river_job (id, kind, max_attempts, args, queue, state, created_at) VALUES
+  (9001, 'tollgate_task', 25, '{"task_id": "00000000-0000-0000-0000-000000000002"}', 'provider_openai', 'scheduled', '2020-01-01T00:02:00Z'),
+  (9002, 'tollgate_task', 25, '{"task_id": "00000000-0000-0000-0000-000000000003"}', 'provider_openai', 'scheduled', '2020-01-01T00:03:00Z');
 INSERT INTO river_queue (name, updated_at) VALUES ('provider_workers', now()), ('provider_openai', now());
 
 -- Twelve unfinished tasks, a minute apart, and an older finished one.
-INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, error, created_at, deadline_at, finished_at, result)
+INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, error, created_at, deadline_at, finished_at, result, job_id)
 SELECT ('00000000-0000-0000-0000-0000000000' || lpad(i::text, 2, '0'))::uuid, 'acme', 'k' || i, '\x00', '{}', 'gpt-4o-mini',
        CASE WHEN i = 2 THEN 'running' ELSE 'queued' END,
        CASE WHEN i = 1 THEN '{"code": "insufficient_quota", "class": "exhausted", "retryable": true, "message": "Waiting"}'::jsonb
             WHEN i = 2 THEN '{"class": "transient"}'::jsonb END,
-       '2020-01-01T00:00:00Z'::timestamptz + i * interval '1 minute', '2100-01-01T00:00:00Z', NULL, NULL
+       '2020-01-01T00:00:00Z'::timestamptz + i * interval '1 minute', '2100-01-01T00:00:00Z', NULL, NULL,
+       CASE i WHEN 2 THEN 9001 WHEN 3 THEN 9002 END
 FROM generate_series(1, 12) AS i;
 INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, status, created_at, deadline_at, finished_at, result)
 VALUES ('acme', 'done', '\x00', '{}', 'gpt-4o-mini', 'succeeded', '2019-01-01T00:00:00Z', '2100-01-01T00:00:00Z', now(), '{}');
@@ -99,7 +106,7 @@ func TestCollect(t *testing.T) {
 		At: got.At,
 		Queues: []status.Queue{
 			{Name: "provider_anthropic", Running: 1, OldestSeconds: age("2020-01-01T00:07:00Z")},
-			{Name: "provider_openai", Available: 1, Scheduled: 1, Retryable: 1, OldestSeconds: age("2020-01-01T00:00:00Z")},
+			{Name: "provider_openai", Available: 1, Scheduled: 2, RunningInline: 1, Retryable: 1, OldestSeconds: age("2020-01-01T00:00:00Z")},
 			{Name: "provider_workers"},
 		},
 		Gates: []status.Gate{

@@ -15,13 +15,13 @@ func (r Report) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "Tollgate status at %s\n", r.At.UTC().Format(time.RFC3339))
 
-	section(ew, "Queues", len(r.Queues), "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tRETRYABLE\tOLDEST", func(tw io.Writer) {
+	section(ew, "Queues", len(r.Queues), "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tINLINE\tRETRYABLE\tOLDEST", func(tw io.Writer) {
 		for _, q := range r.Queues {
 			oldest := "-"
-			if q.Available+q.Scheduled+q.Running+q.Retryable > 0 {
+			if q.Available+q.Scheduled+q.Running+q.RunningInline+q.Retryable > 0 {
 				oldest = human(seconds(q.OldestSeconds))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", cell(q.Name), q.Available, q.Scheduled, q.Running, q.Retryable, oldest)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(q.Name), q.Available, q.Scheduled, q.Running, q.RunningInline, q.Retryable, oldest)
 		}
 	})
 
