@@ -49,7 +49,7 @@ func TestStatusCmd(t *testing.T) {
 	for _, want := range []string{
 		"Tollgate status at ",
 		"\nQueues\nQUEUE ",
-		"\nprovider_openai-main  0          1          0        0          12m",
+		"\nprovider_openai-main  0          1          0        0       0          12m",
 		"\nProvider keys (throttle pauses and circuit breakers)\nKEY ",
 		"\nopenai-main  open ",
 		"exhausted / insufficient_quota\n",
