@@ -62,14 +62,12 @@ func QueueReserveTx(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r Reservation)
 // owner and workload in one period share them, so a caller reserving for
 // many tasks reads them once.
 func BalanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time) ([]int64, error) {
-	ids, err := balanceRowsTx(ctx, tx, owner, workload, at)
-	if errors.Is(err, ErrNotFound) {
-		return nil, ErrInsufficient
-	}
-	if err != nil {
+	rows, b := &BalanceRows{}, &pgx.Batch{}
+	QueueBalanceRows(b, owner, workload, at, rows)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("budget: reserve: %w", err)
 	}
-	return ids, nil
+	return rows.Resolve(ctx, tx)
 }
 
 // QueueReserveOn queues on b QueueReserveTx's statement for r on the
@@ -123,22 +121,10 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &pe) && pe.Code == code
 }
 
-// balanceRowsTx returns the balance rows a reservation at `at` holds: the
-// owner's, and the workload's if it has a cap. Usually one query; a period
-// not opened yet is opened from its limit (openPeriodTx). ErrNotFound: the
-// owner has no budget.
-func balanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time) ([]int64, error) {
-	rows := &BalanceRows{}
-	b := &pgx.Batch{}
-	QueueBalanceRows(b, owner, workload, at, rows)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
-	}
-	return rows.resolve(ctx, tx)
-}
-
-// BalanceRows is what QueueBalanceRows reads: the balance rows of an
-// owner's workload in a period, some perhaps not opened yet.
+// BalanceRows is what QueueBalanceRows reads: the balance rows a
+// reservation at `at` holds (the owner's, and the workload's if it has a
+// cap), some perhaps not opened yet; Resolve opens those from their limit
+// (openPeriodTx).
 type BalanceRows struct {
 	owner, workload string
 	at              time.Time

@@ -155,9 +155,10 @@ type arrivalClaim struct {
 }
 
 // claimArrival claims a run on arrival for a task of model m whose gate
-// was read open or closed as gateClosed; nil when it must take the queue.
+// was read closed (gateClosed; Create reads it only when mayRunOnArrival);
+// nil when it must take the queue.
 func (s *Service) claimArrival(m catalog.Model, gateClosed bool) *arrivalClaim {
-	if s.cfg.QueueOnly || !gateClosed {
+	if !gateClosed {
 		return nil
 	}
 	prov, ok := s.cfg.Catalog.Provider(m.Provider)
