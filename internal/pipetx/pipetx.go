@@ -20,9 +20,13 @@
 // Tx implements pgx.Tx, so code written for a pgx.Tx (River's InsertTx, the
 // domain packages' ...Tx functions) runs inside it unchanged.
 //
-// BEGIN is sent with the transaction's first statement: in the same
-// pipeline when that is a batch (a transaction that is one CommitWith is
-// then one round trip), just before it otherwise.
+// BEGIN is sent with the transaction's first statement, in the same
+// pipeline: a transaction that is one CommitWith is one round trip, and one
+// that opens with a query (River's job insert, a task's lock) saves the
+// round trip a separate BEGIN would cost. Only a first Exec without
+// arguments, which pgx sends with the simple protocol (it may hold several
+// statements, which a pipeline cannot), or a first statement carrying pgx's
+// per-query options, is preceded by a BEGIN of its own.
 package pipetx
 
 import (
@@ -168,6 +172,14 @@ func (tx *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 	if tx.done {
 		return pgconn.CommandTag{}, ErrDone
 	}
+	if !tx.begun && len(args) > 0 && pipelinable(args) {
+		br := tx.sendWithBegin(ctx, sql, args)
+		tag, err := br.Exec()
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return tag, err
+	}
 	if err := tx.begin(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -178,6 +190,20 @@ func (tx *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 func (tx *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if tx.done {
 		return nil, ErrDone
+	}
+	if !tx.begun && pipelinable(args) {
+		br := tx.sendWithBegin(ctx, sql, args)
+		rows, err := br.Query()
+		if err != nil {
+			if rows != nil {
+				rows.Close()
+			}
+			if cerr := br.Close(); cerr != nil && !errors.Is(cerr, err) {
+				err = errors.Join(err, cerr)
+			}
+			return rows, err
+		}
+		return &firstRows{Rows: rows, br: br}, nil
 	}
 	if err := tx.begin(ctx); err != nil {
 		return nil, err
@@ -190,10 +216,44 @@ func (tx *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if tx.done {
 		return errRow{ErrDone}
 	}
+	if !tx.begun && pipelinable(args) {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return errRow{err}
+		}
+		return firstRow{rows}
+	}
 	if err := tx.begin(ctx); err != nil {
 		return errRow{err}
 	}
 	return tx.conn.QueryRow(ctx, sql, args...)
+}
+
+// sendWithBegin sends BEGIN and sql in one pipeline and reads BEGIN's
+// result: the caller reads sql's and closes the results.
+func (tx *Tx) sendWithBegin(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := tx.conn.SendBatch(ctx, tx.withBegin(b))
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return errBatch{err}
+	}
+	return br
+}
+
+// pipelinable reports whether a statement with args can travel in a batch
+// as it would run alone: pgx honours per-query options (an exec mode,
+// result formats) only outside batches.
+func pipelinable(args []any) bool {
+	if len(args) == 0 {
+		return true
+	}
+	switch args[0].(type) {
+	case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+		return false
+	}
+	return true
 }
 
 // SendBatch sends b in the transaction, in one round trip, without
@@ -229,6 +289,59 @@ func (tx *Tx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
 
 // Conn returns the transaction's connection.
 func (tx *Tx) Conn() *pgx.Conn { return tx.conn.Conn() }
+
+// firstRows are the rows of a transaction's first statement, sent in one
+// pipeline with BEGIN: closing them, or reading past the last, also reads
+// the pipeline's end, so the connection is free for the next statement.
+type firstRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	err    error // the pipeline's, once closed
+	closed bool
+}
+
+func (r *firstRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *firstRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+func (r *firstRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// firstRow is QueryRow's row on firstRows, read as pgx reads a row: the
+// first one, pgx.ErrNoRows when there is none.
+type firstRow struct{ rows pgx.Rows }
+
+func (r firstRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
 
 type errRow struct{ err error }
 

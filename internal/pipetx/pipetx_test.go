@@ -3,6 +3,7 @@ package pipetx_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -135,6 +136,68 @@ func TestRun(t *testing.T) {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "TG999"
 		}, 0},
+		{"a first query carries BEGIN: what follows is the same transaction", func(tx *pipetx.Tx) error {
+			rows, err := tx.Query(ctx, `INSERT INTO t VALUES ($1), ($2) RETURNING v, txid_current()`, 20, 21)
+			if err != nil {
+				return err
+			}
+			var got []int
+			var first int64
+			for rows.Next() {
+				var v int
+				if err := rows.Scan(&v, &first); err != nil {
+					return err
+				}
+				got = append(got, v)
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(got) != 2 {
+				t.Errorf("first query returned %v, want two rows", got)
+			}
+			var second int64
+			if err := tx.QueryRow(ctx, `SELECT txid_current()`).Scan(&second); err != nil {
+				return err
+			}
+			if first != second {
+				t.Errorf("the first query ran in transaction %d, the next statement in %d", first, second)
+			}
+			return nil
+		}, nil, 2},
+		{"a first query that fails rolls back", func(tx *pipetx.Tx) error {
+			rows, err := tx.Query(ctx, `INSERT INTO t VALUES ($1), ($1) RETURNING v`, 22)
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return rows.Err()
+		}, func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "23505"
+		}, 0},
+		{"a first QueryRow that finds nothing leaves the transaction usable", func(tx *pipetx.Tx) error {
+			var v int
+			if err := tx.QueryRow(ctx, `SELECT v FROM t WHERE v = $1`, -1).Scan(&v); !errors.Is(err, pgx.ErrNoRows) {
+				t.Errorf("QueryRow of no row: %v, want pgx.ErrNoRows", err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (23)`)
+			return err
+		}, nil, 1},
+		{"a first Exec with arguments", func(tx *pipetx.Tx) error {
+			tag, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1), ($2)`, 24, 25)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 2 {
+				t.Errorf("first Exec: %d rows affected, want 2", tag.RowsAffected())
+			}
+			return nil
+		}, nil, 2},
+		{"a first Exec without arguments may hold several statements", func(tx *pipetx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (26); INSERT INTO t VALUES (27)`)
+			return err
+		}, nil, 2},
 		{"nothing sent, nothing to commit", func(*pipetx.Tx) error { return nil }, nil, 0},
 		{"a used Tx says so", func(tx *pipetx.Tx) error {
 			if err := tx.Commit(ctx); err != nil {
@@ -164,5 +227,102 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s: the connection was left in transaction status %c, want I (idle)", c.name, st)
 		}
 		conn.Release()
+	}
+}
+
+// roundTrips counts what a connection sends to PostgreSQL in one go: a
+// statement run alone or a batch (a pipeline).
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestBeginTravelsWithTheFirstStatement counts the round trips of
+// transactions by how they open: BEGIN never costs one of its own, but
+// before a multi-statement Exec (simple protocol) or a statement with
+// pgx's per-query options.
+func TestBeginTravelsWithTheFirstStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer = trips
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (v int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(tx *pipetx.Tx, v int) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES ($1)`, v)
+		return tx.CommitWith(ctx, b)
+	}
+	cases := []struct {
+		name string
+		fn   func(tx *pipetx.Tx) error
+		want int64
+	}{
+		{"query, then CommitWith", func(tx *pipetx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM t WHERE v > $1`, 0).Scan(&n); err != nil {
+				return err
+			}
+			return commit(tx, 1)
+		}, 2},
+		{"rows read to the end, then CommitWith", func(tx *pipetx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT v FROM t WHERE v > $1`, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
+				return err
+			}
+			return commit(tx, 2)
+		}, 2},
+		{"Exec with arguments, then Commit", func(tx *pipetx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, 3)
+			return err
+		}, 2},
+		{"one CommitWith", func(tx *pipetx.Tx) error { return commit(tx, 4) }, 1},
+		{"Exec without arguments: BEGIN first", func(tx *pipetx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (5)`)
+			return err
+		}, 3},
+		{"a per-query exec mode: BEGIN first", func(tx *pipetx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, pgx.QueryExecModeExec, 6)
+			if err != nil {
+				return err
+			}
+			return commit(tx, 7)
+		}, 3},
+	}
+	for _, c := range cases {
+		before := trips.n.Load()
+		if err := pipetx.Run(ctx, pool, c.fn); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := trips.n.Load() - before; got != c.want {
+			t.Errorf("%s: %d round trips, want %d", c.name, got, c.want)
+		}
+	}
+	if got := count(t, pool); got != 7 {
+		t.Errorf("%d rows committed, want 7", got)
 	}
 }
