@@ -1,13 +1,20 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/internal/testdb"
 )
 
 // BenchmarkTaskLifecycle measures the whole path in-process (HTTP POST,
@@ -36,3 +43,69 @@ func BenchmarkTaskLifecycle(b *testing.B) {
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 }
+
+// BenchmarkTaskRoundTrips counts what one task costs in round trips to
+// PostgreSQL on the happy path: one client at a time (so no batching), a
+// POST that waits for the answer, the first attempt run on arrival. Each
+// statement sent alone and each pipeline counts once; River's own polling
+// and maintenance are left out, as they do not follow the tasks. The
+// figure, roundtrips/task, is a count, not a timing: it moves only when
+// the code sends more or fewer round trips. It asserts nothing.
+func BenchmarkTaskRoundTrips(b *testing.B) {
+	cfg, err := pgxpool.ParseConfig(testdb.New(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	trips := &taskRoundTrips{}
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	e := newEnv(b, envOptions{pool: pool})
+	key := e.owner("bench", accounts.RoleClient, 1<<50)
+	// The first task warms the key cache and the statement cache.
+	if r := e.post(key, "warm", taskBody("benchmark prompt text", 16), map[string]string{"Prefer": "wait=30"}); r.status != http.StatusOK {
+		b.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	b.ResetTimer()
+	before := trips.n.Load()
+	for i := 0; i < b.N; i++ {
+		r := e.post(key, fmt.Sprint("b", i), taskBody("benchmark prompt text", 16), map[string]string{"Prefer": "wait=30"})
+		if r.status != http.StatusOK {
+			b.Fatalf("POST: %d %s", r.status, r.body)
+		}
+	}
+	b.ReportMetric(float64(trips.n.Load()-before)/float64(b.N), "roundtrips/task")
+}
+
+// taskRoundTrips counts the round trips a pool sends, River's polling and
+// maintenance (its named queries other than job inserts) aside.
+type taskRoundTrips struct{ n atomic.Int64 }
+
+func (r *taskRoundTrips) count(sql string) {
+	if strings.Contains(sql, "-- name: ") && !strings.Contains(sql, "-- name: JobInsert") {
+		return
+	}
+	r.n.Add(1)
+}
+
+func (r *taskRoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.count(d.SQL)
+	return ctx
+}
+func (r *taskRoundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *taskRoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if len(d.Batch.QueuedQueries) > 0 {
+		// A pipeline counts once, by the first statement after any BEGIN.
+		q := d.Batch.QueuedQueries[0].SQL
+		if q == "BEGIN" && len(d.Batch.QueuedQueries) > 1 {
+			q = d.Batch.QueuedQueries[1].SQL
+		}
+		r.count(q)
+	}
+	return ctx
+}
+func (r *taskRoundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *taskRoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}

@@ -41,43 +41,68 @@ func (s *Service) recordTogether(ctx context.Context, c *succeededCall) error {
 }
 
 // recordBatch records calls, all of owner, in one transaction: their tasks
-// locked and their journals read in one round trip (in task id order), then
-// every record and settlement sent with COMMIT. It returns errAlone when
-// the batch did not commit, or when a task is not plainly running (finished
-// by a rescued duplicate, canceled): the ordinary path knows those cases.
+// locked and their journals read (in task id order), every record, then
+// the settlements sent with COMMIT. It returns errAlone when the batch did
+// not commit, or when a task is not plainly running (finished by a rescued
+// duplicate, canceled, or with an ambiguous attempt behind it): the
+// ordinary path knows those cases.
+//
+// When every call's journal entry was committed "sent" before the call
+// (runs on arrival, inline runs), the attempt numbers are known and each
+// record depends only on what the task was admitted with, so the records
+// travel with the locking reads, one round trip less. They stand only if
+// the reads find each task as the records assumed it (running, no cancel
+// asked, no ambiguous attempt); otherwise the transaction rolls back, the
+// records with it.
 func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succeededCall) error {
 	slices.SortFunc(calls, func(a, b *succeededCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
+	early := !slices.ContainsFunc(calls, func(c *succeededCall) bool { return !c.b.sent })
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		states := make([]attemptState, len(calls))
-		locks := &pgx.Batch{}
+		first, records, settles := &pgx.Batch{}, &pgx.Batch{}, &pgx.Batch{}
 		for i, c := range calls {
-			locks.Queue(attemptStateSQL+lockAttemptSQL, c.b.task.ID).Query(func(rows pgx.Rows) (err error) {
+			first.Queue(attemptStateSQL+lockAttemptSQL, c.b.task.ID).Query(func(rows pgx.Rows) (err error) {
 				states[i], err = collectAttemptState(rows)
 				return err
 			})
 		}
-		if err := tx.SendBatch(ctx, locks).Close(); err != nil {
+		if early {
+			records = first
+			for _, c := range calls {
+				if err := s.queueRecords(records, settles, attemptState{task: c.b.task}, c); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.SendBatch(ctx, first).Close(); err != nil {
 			return err
+		}
+		for i, c := range calls {
+			st := states[i]
+			if st.task.Status.Final() || st.task.CancelRequested || (early && st.jc.ambiguous > 0) {
+				return errAlone
+			}
+			if early {
+				c.res.task = st.task
+				c.res.task.Request = c.b.raw
+				continue
+			}
+			if !c.b.sent {
+				// The next free number: the one the run expected, unless
+				// a rescued duplicate of the job recorded first.
+				c.b.attempt = st.last + 1
+			}
+			if err := s.queueRecords(records, settles, st, c); err != nil {
+				return err
+			}
 		}
 		// The records first, then, under the owner's queue, only the
 		// settlements with COMMIT: the queue, which admissions share, is
 		// held for the statements on the budget row alone.
-		records, settles := &pgx.Batch{}, &pgx.Batch{}
-		for i, c := range calls {
-			st := states[i]
-			if st.task.Status.Final() || st.task.CancelRequested {
-				return errAlone
-			}
-			if !c.b.sent {
-				c.b.attempt = st.last + 1
-			}
-			if err := s.queueSuccess(records, settles, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
+		if !early {
+			if err := tx.SendBatch(ctx, records).Close(); err != nil {
 				return err
 			}
-			c.r.queueDone(records)
-		}
-		if err := tx.SendBatch(ctx, records).Close(); err != nil {
-			return err
 		}
 		return s.commitOnBudget(ctx, tx, owner, settles)
 	})
@@ -85,5 +110,15 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 		return errAlone
 	}
 	s.cfg.Metrics.RecordedTogether(len(calls))
+	return nil
+}
+
+// queueRecords queues c's records on records and its settlement on
+// settles, for its task as st has it.
+func (s *Service) queueRecords(records, settles *pgx.Batch, st attemptState, c *succeededCall) error {
+	if err := s.queueSuccess(records, settles, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
+		return err
+	}
+	c.r.queueDone(records)
 	return nil
 }
