@@ -25,6 +25,9 @@
 // queues behind a commit travels together (together.go): an owner's waiting
 // admissions in one transaction, its waiting successes in another, each
 // batch falling back to one transaction per task when it cannot commit.
+// A batch of successes whose attempts were journalled before their calls
+// (runs on arrival) sends its records with the reads that lock its tasks,
+// and keeps them only if those reads find the tasks as the records assumed.
 //
 // The journal must still tell, before a call is repeated, whether an
 // earlier run may have made it. River's fetch commits the run's attempt
