@@ -183,6 +183,9 @@ func (s *stepper) duplicates(ctx context.Context, p *printer) (DuplicatesResult,
 	if ctx.Err() != nil {
 		return r, ctx.Err()
 	}
+	if err := s.vacuumBefore(ctx, "the duplicates runs"); err != nil {
+		return r, err
+	}
 	if len(keys) == 0 {
 		return r, fmt.Errorf("%w: %v", errNoTasks, errs)
 	}

@@ -171,6 +171,9 @@ func (s *stepper) inFlight(ctx context.Context, p *printer) (InFlightResult, err
 	}
 	s.setLatency(c.ModelLatency)
 	s.resetUpstream(ctx)
+	if err := s.vacuumBefore(ctx, "the in-flight scenario"); err != nil {
+		return r, err
+	}
 	smp := newSampler(s.cfg.ServerPID, s.cfg.BaseURL+"/metrics")
 	m0, err := smp.metrics(ctx)
 	if err != nil {

@@ -226,8 +226,8 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		var autovacuum string
 		if err := conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&autovacuum); err == nil && autovacuum == "off" {
 			s.vacuum = conn
-			rep.Notes = append(rep.Notes, "the server runs with autovacuum off: tollbench VACUUMs Tollgate's database before each step, "+
-				"as autovacuum would between steps, so that a step does not pay for the dead rows of the ones before")
+			rep.Notes = append(rep.Notes, "the server runs with autovacuum off: tollbench VACUUMs Tollgate's database before each step and scenario, "+
+				"as autovacuum would between them, so that a measurement does not pay for the dead rows of the ones before")
 		}
 	}
 	if cfg.runs(ScenarioThroughput) {
@@ -315,6 +315,21 @@ type stepper struct {
 	vacuum *pgx.Conn
 }
 
+// vacuumBefore VACUUMs Tollgate's database when the server's autovacuum
+// is off, as autovacuum would have between two measurements: without it a
+// measurement pays for the dead rows of the ones before (River's fetch
+// walked the dead versions of 10,000 jobs after the in-flight scenario,
+// 1.6-4.5 ms a call). what names the measurement in the error.
+func (s *stepper) vacuumBefore(ctx context.Context, what string) error {
+	if s.vacuum == nil {
+		return nil
+	}
+	if _, err := s.vacuum.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
+		return fmt.Errorf("bench: vacuum before %s: %w", what, err)
+	}
+	return nil
+}
+
 func (s *stepper) setLatency(d time.Duration) {
 	if s.proxy != nil {
 		s.proxy.SetDelay(d)
@@ -327,10 +342,8 @@ func (s *stepper) setLatency(d time.Duration) {
 func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (Step, error) {
 	s.setLatency(lat)
 	s.resetUpstream(ctx)
-	if s.vacuum != nil {
-		if _, err := s.vacuum.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
-			return Step{}, fmt.Errorf("bench: vacuum before the step: %w", err)
-		}
+	if err := s.vacuumBefore(ctx, "the step"); err != nil {
+		return Step{}, err
 	}
 	st := Step{ProviderLatencyMS: ms(lat), Rate: rate, DurationS: s.cfg.Duration.Seconds(), Errors: map[string]int{}}
 
