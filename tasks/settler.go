@@ -67,9 +67,8 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 			})
 		}
 		if early {
-			records = first
 			for _, c := range calls {
-				if err := s.queueRecords(records, settles, attemptState{task: c.b.task}, c); err != nil {
+				if err := s.queueRecords(first, settles, attemptState{task: c.b.task}, c); err != nil {
 					return err
 				}
 			}
