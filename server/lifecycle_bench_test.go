@@ -6,11 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/accounts"
@@ -56,7 +54,11 @@ func BenchmarkTaskRoundTrips(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	trips := &taskRoundTrips{}
+	// River's polling and maintenance (its named queries other than job
+	// inserts) do not follow the tasks.
+	trips := &testdb.RoundTrips{Skip: func(sql string) bool {
+		return strings.Contains(sql, "-- name: ") && !strings.Contains(sql, "-- name: JobInsert")
+	}}
 	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -70,42 +72,12 @@ func BenchmarkTaskRoundTrips(b *testing.B) {
 		b.Fatalf("POST: %d %s", r.status, r.body)
 	}
 	b.ResetTimer()
-	before := trips.n.Load()
+	before := trips.N()
 	for i := 0; i < b.N; i++ {
 		r := e.post(key, fmt.Sprint("b", i), taskBody("benchmark prompt text", 16), map[string]string{"Prefer": "wait=30"})
 		if r.status != http.StatusOK {
 			b.Fatalf("POST: %d %s", r.status, r.body)
 		}
 	}
-	b.ReportMetric(float64(trips.n.Load()-before)/float64(b.N), "roundtrips/task")
+	b.ReportMetric(float64(trips.N()-before)/float64(b.N), "roundtrips/task")
 }
-
-// taskRoundTrips counts the round trips a pool sends, River's polling and
-// maintenance (its named queries other than job inserts) aside.
-type taskRoundTrips struct{ n atomic.Int64 }
-
-func (r *taskRoundTrips) count(sql string) {
-	if strings.Contains(sql, "-- name: ") && !strings.Contains(sql, "-- name: JobInsert") {
-		return
-	}
-	r.n.Add(1)
-}
-
-func (r *taskRoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.count(d.SQL)
-	return ctx
-}
-func (r *taskRoundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *taskRoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	if len(d.Batch.QueuedQueries) > 0 {
-		// A pipeline counts once, by the first statement after any BEGIN.
-		q := d.Batch.QueuedQueries[0].SQL
-		if q == "BEGIN" && len(d.Batch.QueuedQueries) > 1 {
-			q = d.Batch.QueuedQueries[1].SQL
-		}
-		r.count(q)
-	}
-	return ctx
-}
-func (r *taskRoundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *taskRoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}

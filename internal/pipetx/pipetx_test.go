@@ -3,7 +3,6 @@ package pipetx_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -230,22 +229,6 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// roundTrips counts what a connection sends to PostgreSQL in one go: a
-// statement run alone or a batch (a pipeline).
-type roundTrips struct{ n atomic.Int64 }
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
 // TestBeginTravelsWithTheFirstStatement counts the round trips of
 // transactions by how they open: BEGIN never costs one of its own, but
 // before a multi-statement Exec (simple protocol) or a statement with
@@ -257,7 +240,7 @@ func TestBeginTravelsWithTheFirstStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trips := &roundTrips{}
+	trips := &testdb.RoundTrips{}
 	cfg.ConnConfig.Tracer = trips
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -313,12 +296,12 @@ func TestBeginTravelsWithTheFirstStatement(t *testing.T) {
 		}, 3},
 	}
 	for _, c := range cases {
-		before := trips.n.Load()
+		before := trips.N()
 		if err := pipetx.Run(ctx, pool, c.fn); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		if got := trips.n.Load() - before; got != c.want {
+		if got := trips.N() - before; got != c.want {
 			t.Errorf("%s: %d round trips, want %d", c.name, got, c.want)
 		}
 	}
