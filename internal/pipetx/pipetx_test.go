@@ -31,6 +31,14 @@ func newPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
+// hasCode matches a PostgreSQL error with SQLSTATE code.
+func hasCode(code string) func(error) bool {
+	return func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == code
+	}
+}
+
 func count(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
@@ -90,10 +98,7 @@ func TestRun(t *testing.T) {
 			b.Queue(`SELECT tollgate_abort('TG999', 'refused')`)
 			b.Queue(`INSERT INTO t VALUES (6)`)
 			return tx.CommitWith(ctx, b)
-		}, func(err error) bool {
-			var pe *pgconn.PgError
-			return errors.As(err, &pe) && pe.Code == "TG999"
-		}, 0},
+		}, hasCode("TG999"), 0},
 		{"a first batch carries BEGIN: what follows is the same transaction", func(tx *pipetx.Tx) error {
 			b := &pgx.Batch{}
 			b.Queue(`INSERT INTO t VALUES (8)`)
@@ -116,10 +121,7 @@ func TestRun(t *testing.T) {
 			b.Queue(`INSERT INTO t VALUES (10)`)
 			b.Queue(`INSERT INTO t VALUES (10)`)
 			return tx.SendBatch(ctx, b).Close()
-		}, func(err error) bool {
-			var pe *pgconn.PgError
-			return errors.As(err, &pe) && pe.Code == "23505"
-		}, 0},
+		}, hasCode("23505"), 0},
 		{"a transaction that is one CommitWith", func(tx *pipetx.Tx) error {
 			b := &pgx.Batch{}
 			b.Queue(`INSERT INTO t VALUES (11)`)
@@ -131,10 +133,7 @@ func TestRun(t *testing.T) {
 			b.Queue(`INSERT INTO t VALUES (13)`)
 			b.Queue(`SELECT tollgate_abort('TG999', 'refused')`)
 			return tx.CommitWith(ctx, b)
-		}, func(err error) bool {
-			var pe *pgconn.PgError
-			return errors.As(err, &pe) && pe.Code == "TG999"
-		}, 0},
+		}, hasCode("TG999"), 0},
 		{"a first query carries BEGIN: what follows is the same transaction", func(tx *pipetx.Tx) error {
 			rows, err := tx.Query(ctx, `INSERT INTO t VALUES ($1), ($2) RETURNING v, txid_current()`, 20, 21)
 			if err != nil {
@@ -171,10 +170,7 @@ func TestRun(t *testing.T) {
 			}
 			rows.Close()
 			return rows.Err()
-		}, func(err error) bool {
-			var pe *pgconn.PgError
-			return errors.As(err, &pe) && pe.Code == "23505"
-		}, 0},
+		}, hasCode("23505"), 0},
 		{"a first QueryRow that finds nothing leaves the transaction usable", func(tx *pipetx.Tx) error {
 			var v int
 			if err := tx.QueryRow(ctx, `SELECT v FROM t WHERE v = $1`, -1).Scan(&v); !errors.Is(err, pgx.ErrNoRows) {
