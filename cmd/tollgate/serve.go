@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/migrations"
+	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
@@ -93,7 +94,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		log.Warn("a provider points at the in-process fake provider (MODEL_BASE_URL unset or base_url: fake): ALL ITS MODEL OUTPUTS ARE FAKE",
 			slog.String("fake_provider_addr", addr))
 	}
-	clients, err := cfg.Catalog.Clients(&http.Client{}, fakeRoot)
+	// One client for every provider, keeping as many idle connections to a
+	// host as there may be calls open to it: a plain http.Client keeps two
+	// and dials (with TLS, against a real provider) for every other call.
+	clients, err := cfg.Catalog.Clients(provider.NewHTTPClient(cfg.Workers), fakeRoot)
 	if err != nil {
 		return err
 	}
