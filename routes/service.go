@@ -126,7 +126,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	attempts := r.MaxRetries + 1
 	created, err := s.tasks.Create(ctx, tasks.Submission{
 		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID, Request: req,
-		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: attempts, CallTimeout: r.Deadline,
+		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: attempts, CallTimeout: r.Deadline, Await: true,
 	})
 	if errors.Is(err, budget.ErrInsufficient) {
 		return s.fail(ctx, r, c, inputHash, GuardBudget, ReasonBudget, "the budget cannot cover this call", nil)
@@ -136,7 +136,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	}
 	// The call guard: the whole call, retries included, raced against the
 	// route's deadline (each attempt also has it as its own limit).
-	t, err := s.tasks.WaitAnswerable(ctx, c.OwnerID, created.Task.ID, time.Duration(attempts)*r.Deadline+time.Second)
+	t, err := s.tasks.AwaitCreatedAnswerable(ctx, created, time.Duration(attempts)*r.Deadline+time.Second)
 	if err != nil {
 		return Answer{}, err
 	}

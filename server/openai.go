@@ -166,7 +166,7 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		p := principalOf(c)
 		ctx := c.Request().Context()
 		created, err := d.Tasks.Create(ctx, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream})
+			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream, Await: !in.Stream})
 		if err != nil {
 			return err
 		}
@@ -176,7 +176,7 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		if in.Stream && !created.Replayed {
 			return streamCompletion(c, d, created, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
 		}
-		t, err := d.Tasks.WaitAnswerable(ctx, p.OwnerID, created.Task.ID, d.SyncWait)
+		t, err := d.Tasks.AwaitCreatedAnswerable(ctx, created, d.SyncWait)
 		if err != nil {
 			return err
 		}

@@ -52,13 +52,14 @@ func createTask(d *Deps) echo.HandlerFunc {
 				return err
 			}
 		}
+		sub.Await = wait > 0
 		created, err := d.Tasks.Create(ctx, sub)
 		if err != nil {
 			return err
 		}
 		t := created.Task
-		if wait > 0 && !t.Status.Final() {
-			if t, err = d.Tasks.Wait(ctx, p.OwnerID, t.ID, wait); err != nil {
+		if wait > 0 {
+			if t, err = d.Tasks.AwaitCreated(ctx, created, wait); err != nil {
 				return err
 			}
 		}

@@ -292,6 +292,7 @@ type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
 	jobID    int64
+	watch    *watch // Submission.Await's subscription, for AwaitCreated
 }
 
 // Submission is one POST of a task.
@@ -305,6 +306,10 @@ type Submission struct {
 	// Inline: the caller runs the task itself (RunInline) to stream it; the
 	// River job is scheduled after the call's deadline, as a safety net.
 	Inline bool
+	// Await: the caller waits for the task's end with AwaitCreated (or
+	// AwaitCreatedAnswerable) as soon as Create returns, as synchronous
+	// calls do. Create then listens for the task before admitting it.
+	Await bool
 	// For route calls: the route and its prompt version (recorded for
 	// replay), and per-task bounds on attempts and on each call.
 	Route         string
@@ -320,7 +325,7 @@ type Submission struct {
 // a different request, budget.ErrInsufficient when a budget cannot cover
 // the reservation (no task is created and the key stays free), and a
 // *ValidationError for an invalid request.
-func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
+func (s *Service) Create(ctx context.Context, sub Submission) (created Created, err error) {
 	owner, key, traceID, req := sub.OwnerID, sub.IdempotencyKey, sub.TraceID, sub.Request
 	if err := req.Validate(); err != nil {
 		return Created{}, err
@@ -373,6 +378,19 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
 	id := uuid.New().String()
+	var w *watch
+	if sub.Await && !sub.Inline {
+		// Listening from before the admission commits, the caller cannot
+		// miss the end of a first attempt that starts at once; it is
+		// handed over with the task, or stopped if there is none.
+		ch, stop := s.waiter.subscribe(id)
+		w = &watch{ch: ch, stop: stop}
+		defer func() {
+			if created.watch != w {
+				stop()
+			}
+		}()
+	}
 	a := &admission{id: id, owner: owner, key: key, model: model, hash: hash, stored: stored,
 		sealed: s.cfg.Sealer.Seal(rawJSON, []byte(id)), policy: policy, amount: amount, estimated: estimated,
 		deadline: deadline, sub: sub, providerKey: m.Provider}
@@ -395,7 +413,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (Created, error) {
 	case err == nil && a.taken:
 		err = errKeyTaken
 	}
-	out := Created{Task: a.task, jobID: a.jobID}
+	out := Created{Task: a.task, jobID: a.jobID, watch: w}
 	if arrival != nil {
 		if err == nil {
 			go s.runOnArrival(a, arrival)

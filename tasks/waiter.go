@@ -29,18 +29,19 @@ type waiter struct {
 	pool   *pgxpool.Pool
 	log    *slog.Logger
 	mu     sync.Mutex
-	subs   map[string]map[chan struct{}]struct{}
+	subs   map[string]map[chan *Task]struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
 	out    chan string // ids to announce to other instances
 }
 
 func newWaiter(pool *pgxpool.Pool, log *slog.Logger) *waiter {
-	return &waiter{pool: pool, log: log, subs: map[string]map[chan struct{}]struct{}{}, out: make(chan string, 8192)}
+	return &waiter{pool: pool, log: log, subs: map[string]map[chan *Task]struct{}{}, out: make(chan string, 8192)}
 }
 
 // announce tells the waiters of a task that it finished or became blocked:
-// this process's at once, other instances' by a NOTIFY that one goroutine
+// this process's at once (with the finished task when the recorder read it
+// back, else t is nil and they read it), other instances' by a NOTIFY that one goroutine
 // (send) sends after the fact for whatever accumulated meanwhile. Inside
 // every finishing transaction a NOTIFY would serialise their commits on
 // PostgreSQL's notification queue lock, held through the commit's flush;
@@ -48,8 +49,8 @@ func newWaiter(pool *pgxpool.Pool, log *slog.Logger) *waiter {
 // the task's transaction committed. Should the queue be full, or the
 // process die before sending, other instances' waiters find the task at
 // their next recheck (recheckEvery).
-func (w *waiter) announce(id string) {
-	w.wake(id)
+func (w *waiter) announce(id string, t *Task) {
+	w.wake(id, t)
 	select {
 	case w.out <- id:
 	default:
@@ -99,12 +100,14 @@ func (w *waiter) flush(ctx context.Context, first string) bool {
 }
 
 // subscribe returns a channel that receives a value when the task may have
-// finished, and a function to stop listening.
-func (w *waiter) subscribe(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// finished (the finished task itself, when the process that finished it
+// read it back; nil when the waiter must read it), and a function to stop
+// listening.
+func (w *waiter) subscribe(id string) (<-chan *Task, func()) {
+	ch := make(chan *Task, 1)
 	w.mu.Lock()
 	if w.subs[id] == nil {
-		w.subs[id] = map[chan struct{}]struct{}{}
+		w.subs[id] = map[chan *Task]struct{}{}
 	}
 	w.subs[id][ch] = struct{}{}
 	w.mu.Unlock()
@@ -118,16 +121,34 @@ func (w *waiter) subscribe(id string) (<-chan struct{}, func()) {
 	}
 }
 
-// wake signals the waiters of one task, or of every task when id is empty
-// (after a reconnect, when notifications may have been missed).
-func (w *waiter) wake(id string) {
+// waiting reports whether a request of this process waits for the task:
+// only then does its recorder read the finished task back for them.
+func (w *waiter) waiting(id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	signal := func(set map[chan struct{}]struct{}) {
+	return len(w.subs[id]) > 0
+}
+
+// wake signals the waiters of one task, or of every task when id is empty
+// (after a reconnect, when notifications may have been missed). A signal
+// carrying the finished task t replaces a bare one still pending, so that
+// the waiter need not read what the recorder already read; senders hold
+// w.mu, so the replacing send cannot fail.
+func (w *waiter) wake(id string, t *Task) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	signal := func(set map[chan *Task]struct{}) {
 		for ch := range set {
 			select {
-			case ch <- struct{}{}:
+			case ch <- t:
 			default:
+				if t != nil {
+					select {
+					case <-ch:
+					default:
+					}
+					ch <- t
+				}
 			}
 		}
 	}
@@ -157,10 +178,10 @@ func (w *waiter) run(ctx context.Context) {
 	defer func() { <-sent }()
 	pglisten.Run(ctx, w.pool, finishedChannel, "task completion listener", w.log, pglisten.Handler{
 		// Anything may have finished while we were not listening.
-		Listening: func() { w.wake("") },
+		Listening: func() { w.wake("", nil) },
 		Notify: func(payload string) {
 			for id := range strings.SplitSeq(payload, ",") {
-				w.wake(id)
+				w.wake(id, nil)
 			}
 		},
 	})
@@ -183,35 +204,98 @@ const recheckEvery = 2 * time.Second
 // Wait returns the owner's task once it is finished or when d has passed,
 // whichever comes first; the task as it then is either way.
 func (s *Service) Wait(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
-	return s.wait(ctx, owner, id, d, false)
+	ch, unsubscribe := s.waiter.subscribe(id)
+	defer unsubscribe()
+	return s.wait(ctx, owner, id, ch, nil, d, false)
 }
 
 // WaitAnswerable is Wait for synchronous callers: it also returns as soon
 // as the task is queued behind a paused key or an open breaker (its Error
 // says why), since a caller holding a connection cannot wait that out.
 func (s *Service) WaitAnswerable(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
-	return s.wait(ctx, owner, id, d, true)
-}
-
-func (s *Service) wait(ctx context.Context, owner, id string, d time.Duration, blocked bool) (Task, error) {
 	ch, unsubscribe := s.waiter.subscribe(id)
 	defer unsubscribe()
+	return s.wait(ctx, owner, id, ch, nil, d, true)
+}
+
+// AwaitCreated is Wait for a task Create returned to a Submission with
+// Await set: Create began listening for the task before admitting it, so
+// no finish can come between the admission and this wait, and the wait
+// starts from the task as admitted instead of reading it. A task finished
+// by this process arrives with its announcement: the whole wait is then no
+// read at all. It must be called once for every such Created (a replay
+// carries no subscription and is waited for as Wait does).
+func (s *Service) AwaitCreated(ctx context.Context, c Created, d time.Duration) (Task, error) {
+	return s.awaitCreated(ctx, c, d, false)
+}
+
+// AwaitCreatedAnswerable is AwaitCreated as WaitAnswerable waits.
+func (s *Service) AwaitCreatedAnswerable(ctx context.Context, c Created, d time.Duration) (Task, error) {
+	return s.awaitCreated(ctx, c, d, true)
+}
+
+func (s *Service) awaitCreated(ctx context.Context, c Created, d time.Duration, blocked bool) (Task, error) {
+	if c.watch == nil {
+		if c.Task.Status.Final() {
+			return c.Task, nil
+		}
+		ch, unsubscribe := s.waiter.subscribe(c.Task.ID)
+		defer unsubscribe()
+		return s.wait(ctx, c.Task.OwnerID, c.Task.ID, ch, nil, d, blocked)
+	}
+	defer c.watch.stop()
+	admitted := c.Task
+	return s.wait(ctx, c.Task.OwnerID, c.Task.ID, c.watch.ch, &admitted, d, blocked)
+}
+
+// watch is a subscription Create takes for a caller that waits
+// (Submission.Await), before the task is admitted.
+type watch struct {
+	ch   <-chan *Task
+	stop func()
+}
+
+// wait waits on ch for the owner's task; known, when set, is the task as
+// it was when ch began listening, so the first read is skipped.
+func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, known *Task, d time.Duration, blocked bool) (Task, error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	recheck := time.NewTicker(recheckEvery)
 	defer recheck.Stop()
 	for {
-		t, err := s.Get(ctx, owner, id)
-		if err != nil || t.Status.Final() || (blocked && t.Error != nil) {
-			return t, err
+		var t Task
+		if known != nil {
+			t, known = *known, nil
+		} else {
+			var err error
+			if t, err = s.Get(ctx, owner, id); err != nil {
+				return t, err
+			}
+		}
+		if t.Status.Final() || (blocked && t.Error != nil) {
+			return t, nil
 		}
 		select {
 		case <-ctx.Done():
 			return t, nil
 		case <-deadline.C:
 			return s.Get(ctx, owner, id)
-		case <-ch:
+		case got := <-ch:
+			if got != nil && got.Status.Final() && (owner == "" || got.OwnerID == owner) {
+				return got.copy(), nil
+			}
 		case <-recheck.C:
 		}
 	}
+}
+
+// copy returns the announced task t for one waiter: several may share it,
+// and its Result is a pointer their callers may change.
+func (t *Task) copy() Task {
+	c := *t
+	if c.Result != nil {
+		r := *c.Result
+		c.Result = &r
+	}
+	return c
 }

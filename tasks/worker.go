@@ -854,7 +854,7 @@ func (s *Service) afterOutcome(log *slog.Logger, b *begunAttempt, pe *provider.E
 		s.cfg.Metrics.BreakerOpened(b.model.Provider)
 	}
 	if blocked {
-		s.waiter.announce(b.task.ID)
+		s.waiter.announce(b.task.ID, nil)
 	}
 	s.observe(final)
 }
@@ -885,6 +885,7 @@ func (s *Service) queueAttempt(batch *pgx.Batch, t Task, r *run, b *begunAttempt
 // results are read.
 type successResult struct {
 	task      Task
+	finished  *Task // read back by the finishing statement when a request of this process waits for the task
 	status    Status
 	wasClosed bool
 	settled   budget.Settled
@@ -913,7 +914,11 @@ func (s *Service) queueSuccess(batch, settle *pgx.Batch, st attemptState, r *run
 	if err := s.queueAttempt(batch, t, r, b, nil, resp, latency, &res.wasClosed); err != nil {
 		return err
 	}
-	return s.queueSucceeded(batch, settle, t, b.model, resp, st.jc.ambiguous, res.status, &res.settled)
+	res.finished = nil
+	if s.waiter.waiting(t.ID) {
+		res.finished = &Task{}
+	}
+	return s.queueSucceeded(batch, settle, t, b.model, resp, st.jc.ambiguous, res.status, &res.settled, res.finished)
 }
 
 // logged logs a committed success and returns the task's outcome.
@@ -923,13 +928,14 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 		log.Warn("provider key gate closed: calls flow again")
 	}
 	log.Info("task finished", slog.String("final_status", string(res.status)))
-	return &outcome{taskID: t.ID, status: res.status, created: t.CreatedAt, alerts: res.settled.Alerts}
+	return &outcome{taskID: t.ID, task: res.finished, status: res.status, created: t.CreatedAt, alerts: res.settled.Alerts}
 }
 
 // outcome is a task's end, recorded on metrics once its transaction has
 // committed.
 type outcome struct {
 	taskID  string
+	task    *Task // the finished task as stored, read back for this process's waiters; nil if none waited
 	status  Status
 	code    string
 	created time.Time
@@ -940,7 +946,10 @@ type outcome struct {
 // budget alerts the settlement crossed fired.
 func (s *Service) observe(o *outcome) {
 	if o != nil {
-		s.waiter.announce(o.taskID)
+		if o.task != nil {
+			s.reveal(o.task)
+		}
+		s.waiter.announce(o.taskID, o.task)
 		s.cfg.Metrics.TaskFinished(string(o.status), o.code, s.cfg.Now().Sub(o.created))
 		s.cfg.Alerter.Fire(o.alerts)
 	}
@@ -1013,8 +1022,10 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 // the provider too; the documented rule is to add its worst case (the
 // task's reservation) and label the whole settlement possibly_charged, so
 // finance sees an upper bound rather than a silent undercount. settled is
-// filled in when the batch's results are read.
-func (s *Service) queueSucceeded(batch, settle *pgx.Batch, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status, settled *budget.Settled) error {
+// filled in when the batch's results are read, and so is finished, when
+// not nil, with the task as its finish stored it.
+func (s *Service) queueSucceeded(batch, settle *pgx.Batch, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status,
+	settled *budget.Settled, finished *Task) error {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
@@ -1028,13 +1039,13 @@ func (s *Service) queueSucceeded(batch, settle *pgx.Batch, t Task, m catalog.Mod
 		cost += int64(ambiguous) * t.ReservedMicros
 	}
 	if status == StatusCanceled {
-		queueFinish(batch, t.ID, StatusCanceled, nil, nil)
+		queueFinish(batch, t.ID, StatusCanceled, nil, nil, finished)
 	} else {
 		// The output is stored sealed, for the owner to poll; the result
 		// row itself holds no text.
 		res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost,
 			sealedOutput: s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))}
-		queueFinish(batch, t.ID, StatusSucceeded, &res, nil)
+		queueFinish(batch, t.ID, StatusSucceeded, &res, nil, finished)
 	}
 	// Settlement last: it locks the owner's budget row, which every task of
 	// the owner needs.
@@ -1086,20 +1097,30 @@ func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, ambiguous i
 // waiting pollers.
 func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Result, f *Failure) error {
 	b := &pgx.Batch{}
-	queueFinish(b, id, status, res, f)
+	queueFinish(b, id, status, res, f, nil)
 	return tx.SendBatch(ctx, b).Close()
 }
 
-// queueFinish queues finish's statement.
-func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure) {
+// queueFinish queues finish's statement. With into set, the statement
+// returns the finished task, read into it as Get would read it: this
+// process's waiters then need not read it again.
+func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure, into *Task) {
 	var sealed []byte
 	if res != nil {
 		sealed = res.sealedOutput
 	}
-	b.Queue(`
+	const finishSQL = `
 		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
 		       finished_at = now(), updated_at = now()
-		WHERE id = $1`, id, string(status), res, f, sealed)
+		WHERE id = $1`
+	if into == nil {
+		b.Queue(finishSQL, id, string(status), res, f, sealed)
+		return
+	}
+	b.Queue(finishSQL+` RETURNING `+taskColumns, id, string(status), res, f, sealed).Query(func(rows pgx.Rows) (err error) {
+		*into, err = pgx.CollectExactlyOneRow(rows, scanTask)
+		return err
+	})
 }
 
 // lockTask reads the task and locks its row for the transaction, so two runs
