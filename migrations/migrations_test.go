@@ -2,6 +2,8 @@ package migrations_test
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -57,5 +59,52 @@ func TestDownAndUpRoundTrip(t *testing.T) {
 	}
 	if riverVersions != 8 {
 		t.Errorf("river_migration records %d versions, want 8", riverVersions)
+	}
+}
+
+// TestTaskFinishCanBeHOT: PostgreSQL makes an UPDATE heap-only (no new
+// entry in any index) only when no index of the table keys on, computes
+// from or filters on a column it changes, and when the new version fits on
+// the row's page. A succeeded task's finish changes the columns below; an
+// index that names one of them would put an entry in every index of tasks,
+// the request words' GIN index included, for every finish (000114).
+func TestTaskFinishCanBeHOT(t *testing.T) {
+	t.Parallel()
+	conn, err := pgx.Connect(t.Context(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	finishChanges := []string{"status", "result", "error", "output_sealed", "finished_at", "updated_at"}
+	rows, err := conn.Query(t.Context(), `
+		SELECT c.relname, pg_get_indexdef(i.indexrelid)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'tasks'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var d [2]string
+		return d, r.Scan(&d[0], &d[1])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) == 0 {
+		t.Fatal("no index on tasks")
+	}
+	for _, d := range defs {
+		for _, col := range finishChanges {
+			if regexp.MustCompile(`\b` + col + `\b`).MatchString(d[1]) {
+				t.Errorf("index %s names %s, which a task's finish changes: %s", d[0], col, d[1])
+			}
+		}
+	}
+	var opts []string
+	if err := conn.QueryRow(t.Context(), `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'tasks'::regclass`).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(opts, "fillfactor=75") {
+		t.Errorf("tasks reloptions = %v, want fillfactor=75: room on each page for its tasks' finished versions", opts)
 	}
 }

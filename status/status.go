@@ -186,14 +186,17 @@ const budgetsSQL = `
 	ORDER BY used_pct DESC, owner_id, workload
 	LIMIT $3`
 
-// waitingSQL walks the tasks_created index from the oldest task, past the
-// finished ones. On a large table a partial index on unfinished tasks,
-// (created_at, id) WHERE finished_at IS NULL, would make it one probe.
+// waitingSQL finds the oldest unfinished tasks through their held
+// reservations (a task holds one from its admission to its finish, both
+// written in the task's own transactions), whose partial index is in
+// admission order: the reservation's created_at is its task's, both the
+// admission transaction's now(). An index on the tasks themselves would
+// keep their finishes from being HOT (migration 000114).
 const waitingSQL = `
-	SELECT id::text AS task_id, owner_id, model, status, created_at,
-	       GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - created_at), 0)::float8 AS age_seconds,
-	       CASE WHEN status = 'queued' THEN error->>'class' END AS waiting_for
-	FROM tasks
-	WHERE finished_at IS NULL
-	ORDER BY created_at, id
+	SELECT t.id::text AS task_id, t.owner_id, t.model, t.status, t.created_at,
+	       GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - t.created_at), 0)::float8 AS age_seconds,
+	       CASE WHEN t.status = 'queued' THEN t.error->>'class' END AS waiting_for
+	FROM budget_reservations r JOIN tasks t ON t.id = r.task_id
+	WHERE r.state = 'held' AND t.finished_at IS NULL
+	ORDER BY r.created_at, r.task_id
 	LIMIT $2`

@@ -58,6 +58,11 @@ SELECT ('00000000-0000-0000-0000-0000000000' || lpad(i::text, 2, '0'))::uuid, 'a
        '2020-01-01T00:00:00Z'::timestamptz + i * interval '1 minute', '2100-01-01T00:00:00Z', NULL, NULL,
        CASE i WHEN 2 THEN 9001 WHEN 3 THEN 9002 END
 FROM generate_series(1, 12) AS i;
+-- Each holds its reservation, made in its admission's transaction (so at
+-- the same moment), as every unfinished task does.
+INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, created_at, budget_period_ids)
+SELECT id, owner_id, 25, true, created_at, ARRAY(SELECT id FROM budget_periods WHERE owner_id = 'acme' AND workload = '')
+FROM tasks WHERE finished_at IS NULL;
 INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, status, created_at, deadline_at, finished_at, result)
 VALUES ('acme', 'done', '\x00', '{}', 'gpt-4o-mini', 'succeeded', '2019-01-01T00:00:00Z', '2100-01-01T00:00:00Z', now(), '{}');
 `

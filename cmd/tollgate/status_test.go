@@ -36,7 +36,9 @@ func TestStatusCmd(t *testing.T) {
 		INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, error, created_at, deadline_at)
 		VALUES ('7d3c6a8e-0000-4000-8000-000000000001', 'acme', 'k1', '\x00', '{}', 'gpt-4o-mini', 'queued',
 		        '{"code": "insufficient_quota", "class": "exhausted", "retryable": true, "message": "Waiting"}',
-		        now() - interval '12 minutes', now() + interval '1 hour');`)
+		        now() - interval '12 minutes', now() + interval '1 hour');
+		INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, created_at, budget_period_ids)
+		SELECT id, owner_id, 100000, true, created_at, ARRAY(SELECT id FROM budget_periods) FROM tasks;`)
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
