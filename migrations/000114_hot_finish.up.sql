@@ -4,8 +4,9 @@
 -- on the row's page. Before this migration every finish changed `status`
 -- and `finished_at`, both in partial-index predicates, so each finish added
 -- an entry to all of the table's indexes, the request words' GIN index
--- included (measured: 0 HOT finishes of 6,900; the finishing UPDATE 0.42 ms
--- against 0.15 ms once HOT, WAL per task 8.1 against 6.9 KiB).
+-- included (measured back to back: no HOT finish before; after, 80-87 % of
+-- the task updates HOT, the finishing UPDATE 0.29-0.46 ms -> 0.12-0.30 ms a
+-- call, WAL per task 8.1 -> 7.0 KiB; docs/BENCHMARKS.md).
 
 -- Failed and canceled tasks, for support searches by status, are marked by
 -- a column that a succeeded finish leaves NULL, so it does not change.
