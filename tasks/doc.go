@@ -39,6 +39,17 @@
 // happens. Inline (streamed) runs have no River run to read, so they commit
 // a "sent" entry before their call, as every run once did.
 //
+// A request that waits for a task (Wait, AwaitCreated) is woken by the
+// announcement of its end: at once by the process that finished it, by
+// LISTEN/NOTIFY from any other instance. A synchronous caller subscribes
+// before its task is admitted (Submission.Await), so its wait begins
+// without a read; a finish in the caller's process returns the row from
+// its UPDATE when someone waits, and the waiter takes that: no read at all.
+//
+// A task's finish changes no indexed column (migration 000114), so it is a
+// HOT update; keep status, result, error, output_sealed, finished_at and
+// updated_at out of every index of tasks.
+//
 // This package orchestrates budget and replay and owns the transaction that
 // spans them; it knows nothing of HTTP.
 package tasks
