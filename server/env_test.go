@@ -121,7 +121,8 @@ type envOptions struct {
 	webhook        string // budget alert webhook
 	logs           io.Writer
 	allowRerun     bool
-	queueOnly      bool // tasks.Config.QueueOnly: no runs on arrival
+	queueOnly      bool          // tasks.Config.QueueOnly: no runs on arrival
+	recheckEvery   time.Duration // tasks.Config.RecheckEvery
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -195,6 +196,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		FetchPoll:      50 * time.Millisecond,
 		BuildVersion:   "test",
 		QueueOnly:      o.queueOnly,
+		RecheckEvery:   o.recheckEvery,
 	})
 	if err != nil {
 		t.Fatal(err)

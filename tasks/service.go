@@ -51,6 +51,9 @@ type Config struct {
 	FetchCooldown    time.Duration // River's; default 100ms
 	FetchPoll        time.Duration // River's; default 1s
 	RescueAfter      time.Duration // running jobs older than this are retried; default 1h
+	// RecheckEvery is how often the tasks that requests wait for are read
+	// again, all in one query, in case an announcement was lost; default 2s.
+	RecheckEvery time.Duration
 	// QueueOnly makes every attempt wait for River to fetch its job. By
 	// default a task's first attempt runs on arrival, in the process that
 	// admitted it, when a call slot is free (see runOnArrival).
@@ -115,6 +118,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxWorkers <= 0 {
 		c.MaxWorkers = 100
+	}
+	if c.RecheckEvery <= 0 {
+		c.RecheckEvery = 2 * time.Second
 	}
 	if c.RescueAfter <= 0 {
 		c.RescueAfter = time.Hour
@@ -196,7 +202,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers)}
+	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers)}
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
@@ -383,7 +389,9 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		// Listening from before the admission commits, the caller cannot
 		// miss the end of a first attempt that starts at once; it is
 		// handed over with the task, or stopped if there is none.
-		ch, stop := s.waiter.subscribe(id)
+		// Woken for a blocked task too: AwaitCreatedAnswerable returns
+		// then, and AwaitCreated reads it and waits on.
+		ch, stop := s.waiter.subscribe(id, true)
 		w = &watch{ch: ch, stop: stop}
 		defer func() {
 			if created.watch != w {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/internal/pglisten"
@@ -26,17 +28,19 @@ const announceBatch = 190
 // database. One LISTEN connection per process fans notifications out to the
 // requests waiting on each task id.
 type waiter struct {
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	mu     sync.Mutex
-	subs   map[string]map[chan *Task]struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	out    chan string // ids to announce to other instances
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	recheck time.Duration // the sweep's period
+	mu      sync.Mutex
+	subs    map[string]map[chan *Task]bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	running bool        // run is listening and sweeping
+	out     chan string // ids to announce to other instances
 }
 
-func newWaiter(pool *pgxpool.Pool, log *slog.Logger) *waiter {
-	return &waiter{pool: pool, log: log, subs: map[string]map[chan *Task]struct{}{}, out: make(chan string, 8192)}
+func newWaiter(pool *pgxpool.Pool, log *slog.Logger, recheck time.Duration) *waiter {
+	return &waiter{pool: pool, log: log, recheck: recheck, subs: map[string]map[chan *Task]bool{}, out: make(chan string, 8192)}
 }
 
 // announce tells the waiters of a task that it finished or became blocked:
@@ -48,7 +52,7 @@ func newWaiter(pool *pgxpool.Pool, log *slog.Logger) *waiter {
 // batched, it is one small transaction for many tasks. Call it only after
 // the task's transaction committed. Should the queue be full, or the
 // process die before sending, other instances' waiters find the task at
-// their next recheck (recheckEvery).
+// their process's next sweep.
 func (w *waiter) announce(id string, t *Task) {
 	w.wake(id, t)
 	select {
@@ -102,14 +106,15 @@ func (w *waiter) flush(ctx context.Context, first string) bool {
 // subscribe returns a channel that receives a value when the task may have
 // finished (the finished task itself, when the process that finished it
 // read it back; nil when the waiter must read it), and a function to stop
-// listening.
-func (w *waiter) subscribe(id string) (<-chan *Task, func()) {
+// listening. blocked asks to be woken too when the sweep finds the task
+// blocked (WaitAnswerable returns then; Wait would only read it again).
+func (w *waiter) subscribe(id string, blocked bool) (<-chan *Task, func()) {
 	ch := make(chan *Task, 1)
 	w.mu.Lock()
 	if w.subs[id] == nil {
-		w.subs[id] = map[chan *Task]struct{}{}
+		w.subs[id] = map[chan *Task]bool{}
 	}
-	w.subs[id][ch] = struct{}{}
+	w.subs[id][ch] = blocked
 	w.mu.Unlock()
 	return ch, func() {
 		w.mu.Lock()
@@ -137,7 +142,7 @@ func (w *waiter) waiting(id string) bool {
 func (w *waiter) wake(id string, t *Task) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	signal := func(set map[chan *Task]struct{}) {
+	signal := func(set map[chan *Task]bool) {
 		for ch := range set {
 			select {
 			case ch <- t:
@@ -162,20 +167,23 @@ func (w *waiter) wake(id string, t *Task) {
 }
 
 // run holds the LISTEN connection until ctx ends, reconnecting with a
-// bounded backoff when the database goes away.
+// bounded backoff when the database goes away, and sweeps.
 func (w *waiter) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	w.cancel, w.done = cancel, make(chan struct{})
+	w.cancel, w.done, w.running = cancel, make(chan struct{}), true
 	done := w.done
 	w.mu.Unlock()
 	defer close(done)
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		w.send(ctx)
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
 	}()
-	defer func() { <-sent }()
+	var helpers sync.WaitGroup
+	helpers.Go(func() { w.send(ctx) })
+	helpers.Go(func() { w.sweep(ctx) })
+	defer helpers.Wait()
 	pglisten.Run(ctx, w.pool, finishedChannel, "task completion listener", w.log, pglisten.Handler{
 		// Anything may have finished while we were not listening.
 		Listening: func() { w.wake("", nil) },
@@ -185,6 +193,99 @@ func (w *waiter) run(ctx context.Context) {
 			}
 		},
 	})
+}
+
+// sweepBatch bounds the task ids one sweep query carries.
+const sweepBatch = 1000
+
+// sweep reads again, every w.recheck, whether the tasks this process's
+// requests wait for have finished or become blocked, in one query for all
+// of them, and wakes those that have: their announcement may have been
+// lost (a full announcement queue, a listener reconnecting, an instance
+// dying between its commit and its NOTIFY). One query per process whatever
+// the number of waiters: when each waiter re-read its own task every two
+// seconds, waiting cost grew with the wait, and at 500 tasks/s offered to a
+// host whose ceiling was 400 those reads (4.6 per task, 2.4 ms each) took
+// the CPU the finishes needed, and fewer tasks finished the longer they
+// waited.
+func (w *waiter) sweep(ctx context.Context) {
+	t := time.NewTicker(w.recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := w.sweepOnce(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("rechecking waited-for tasks failed; next sweep retries", slog.String("error", err.Error()))
+		}
+	}
+}
+
+// sweepOnce wakes the waiters of every waited-for task that is finished or
+// blocked (its error set while queued).
+func (w *waiter) sweepOnce(ctx context.Context) error {
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.subs))
+	for id := range w.subs {
+		// A Get validates its id after subscribing: skip what is not one.
+		if uuid.Validate(id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	w.mu.Unlock()
+	for len(ids) > 0 {
+		n := min(len(ids), sweepBatch)
+		rows, err := w.pool.Query(ctx, `
+			SELECT id::text, finished_at IS NOT NULL FROM tasks
+			WHERE id = ANY($1::uuid[]) AND (finished_at IS NOT NULL OR error IS NOT NULL)`, ids[:n])
+		if err != nil {
+			return err
+		}
+		type ended struct {
+			id       string
+			finished bool
+		}
+		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ended, error) {
+			var e ended
+			return e, r.Scan(&e.id, &e.finished)
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range list {
+			if e.finished {
+				w.wake(e.id, nil)
+			} else {
+				w.wakeBlocked(e.id)
+			}
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// wakeBlocked signals the waiters of a blocked task that asked for it.
+func (w *waiter) wakeBlocked(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch, blocked := range w.subs[id] {
+		if blocked {
+			select {
+			case ch <- nil:
+			default:
+			}
+		}
+	}
+}
+
+// sweeping reports whether run is sweeping: when not (a service never
+// started), each waiter rechecks its own task.
+func (w *waiter) sweeping() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running
 }
 
 func (w *waiter) stop() {
@@ -197,14 +298,10 @@ func (w *waiter) stop() {
 	}
 }
 
-// recheckEvery bounds how long a waiter can miss a finish if a notification
-// is lost (for example while the listener reconnects).
-const recheckEvery = 2 * time.Second
-
 // Wait returns the owner's task once it is finished or when d has passed,
 // whichever comes first; the task as it then is either way.
 func (s *Service) Wait(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
-	ch, unsubscribe := s.waiter.subscribe(id)
+	ch, unsubscribe := s.waiter.subscribe(id, false)
 	defer unsubscribe()
 	return s.wait(ctx, owner, id, ch, nil, d, false)
 }
@@ -213,7 +310,7 @@ func (s *Service) Wait(ctx context.Context, owner, id string, d time.Duration) (
 // as the task is queued behind a paused key or an open breaker (its Error
 // says why), since a caller holding a connection cannot wait that out.
 func (s *Service) WaitAnswerable(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
-	ch, unsubscribe := s.waiter.subscribe(id)
+	ch, unsubscribe := s.waiter.subscribe(id, true)
 	defer unsubscribe()
 	return s.wait(ctx, owner, id, ch, nil, d, true)
 }
@@ -239,7 +336,7 @@ func (s *Service) awaitCreated(ctx context.Context, c Created, d time.Duration, 
 		if c.Task.Status.Final() {
 			return c.Task, nil
 		}
-		ch, unsubscribe := s.waiter.subscribe(c.Task.ID)
+		ch, unsubscribe := s.waiter.subscribe(c.Task.ID, blocked)
 		defer unsubscribe()
 		return s.wait(ctx, c.Task.OwnerID, c.Task.ID, ch, nil, d, blocked)
 	}
@@ -260,8 +357,14 @@ type watch struct {
 func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, known *Task, d time.Duration, blocked bool) (Task, error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	recheck := time.NewTicker(recheckEvery)
-	defer recheck.Stop()
+	// A lost announcement is found by the process's sweep; a process that
+	// does not sweep (its service never started) rechecks per waiter.
+	var recheck <-chan time.Time
+	if !s.waiter.sweeping() {
+		t := time.NewTicker(s.waiter.recheck)
+		defer t.Stop()
+		recheck = t.C
+	}
 	for {
 		var t Task
 		if known != nil {
@@ -284,7 +387,7 @@ func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, k
 			if got != nil && got.Status.Final() && (owner == "" || got.OwnerID == owner) {
 				return got.copy(), nil
 			}
-		case <-recheck.C:
+		case <-recheck:
 		}
 	}
 }
