@@ -78,17 +78,24 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 
 // reapLoop runs ReapOnce every interval until ctx ends. Every instance may
 // run it: SKIP LOCKED keeps them from working on the same reservation.
-func (s *Service) reapLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+func (s *Service) reapLoop(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func(ctx context.Context) {
+		if _, err := s.ReapOnce(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("reaper failed", slog.String("error", err.Error()))
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.ReapOnce(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("reaper failed", slog.String("error", err.Error()))
-			}
+			fn(ctx)
 		}
 	}
 }

@@ -209,18 +209,11 @@ const sweepBatch = 1000
 // the CPU the finishes needed, and fewer tasks finished the longer they
 // waited.
 func (w *waiter) sweep(ctx context.Context) {
-	t := time.NewTicker(w.recheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, w.recheck, func(ctx context.Context) {
 		if err := w.sweepOnce(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("rechecking waited-for tasks failed; next sweep retries", slog.String("error", err.Error()))
 		}
-	}
+	})
 }
 
 // sweepOnce wakes the waiters of every waited-for task that is finished or
