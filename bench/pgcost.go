@@ -71,6 +71,8 @@ type pgCounters struct {
 	walBytes     int64  // the same, in bytes from 0/0
 	nextXID      int64  // cluster-wide: only transactions that write take an xid
 	otherCommits int64  // xact_commit of every other database
+	tasksUpdated int64  // pg_stat_user_tables for tasks: updates,
+	tasksHOT     int64  // and those that were heap-only (HOT)
 }
 
 // read takes a reading. Each autocommit statement is its own transaction,
@@ -88,10 +90,13 @@ func (m *pgMeter) read(ctx context.Context) (pgCounters, error) {
 		       l.lsn::text, pg_wal_lsn_diff(l.lsn, '0/0')::bigint,
 		       pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
 		       (SELECT coalesce(sum(o.xact_commit), 0) FROM pg_stat_database o
-		        WHERE o.datname IS DISTINCT FROM current_database())::bigint
-		FROM pg_stat_database d, (SELECT pg_current_wal_flush_lsn() AS lsn) l
+		        WHERE o.datname IS DISTINCT FROM current_database())::bigint,
+		       coalesce(t.n_tup_upd, 0), coalesce(t.n_tup_hot_upd, 0)
+		FROM pg_stat_database d CROSS JOIN (SELECT pg_current_wal_flush_lsn() AS lsn) l
+		     LEFT JOIN pg_stat_user_tables t ON t.relid = to_regclass('tasks')
 		WHERE d.datname = current_database()`).
-		Scan(&c.commits, &c.rollbacks, &c.inserted, &c.updated, &c.deleted, &c.lsn, &c.walBytes, &c.nextXID, &c.otherCommits)
+		Scan(&c.commits, &c.rollbacks, &c.inserted, &c.updated, &c.deleted, &c.lsn, &c.walBytes, &c.nextXID, &c.otherCommits,
+			&c.tasksUpdated, &c.tasksHOT)
 	if err != nil {
 		return c, fmt.Errorf("bench: read pg_stat_database: %w", err)
 	}
@@ -120,6 +125,11 @@ type PGCost struct {
 	RowsUpdated     int64  `json:"rows_updated"`
 	RowsDeleted     int64  `json:"rows_deleted"`
 	OtherDBCommits  int64  `json:"other_db_commits"`
+	// TasksUpdated and TasksHOTUpdated count the updates of tasks rows and
+	// those that were heap-only (no index entry written): a task's finish
+	// should be one (migration 000114).
+	TasksUpdated    int64 `json:"tasks_updated"`
+	TasksHOTUpdated int64 `json:"tasks_hot_updated"`
 
 	CommitsPerTask    float64 `json:"commits_per_task"`
 	WriteXactsPerTask float64 `json:"write_xacts_per_task"`
@@ -144,6 +154,8 @@ func (m *pgMeter) cost(ctx context.Context, before, after pgCounters, tasks int)
 		RowsUpdated:     after.updated - before.updated,
 		RowsDeleted:     after.deleted - before.deleted,
 		OtherDBCommits:  after.otherCommits - before.otherCommits,
+		TasksUpdated:    after.tasksUpdated - before.tasksUpdated,
+		TasksHOTUpdated: after.tasksHOT - before.tasksHOT,
 	}
 	if m.walInspect && after.lsn != before.lsn {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

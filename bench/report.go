@@ -341,6 +341,10 @@ func (p *printer) step(s Step) {
 	if s.PG != nil && s.PG.OtherDBCommits > 0 && !s.PG.WALAttributed {
 		p.line("       (other databases committed %d transactions meanwhile; WAL/t and wxact/t include their writes)", s.PG.OtherDBCommits)
 	}
+	if s.PG != nil && s.PG.TasksUpdated > 0 {
+		p.line("       task updates: %d, of which HOT (no index entry): %d (%.0f %%)",
+			s.PG.TasksUpdated, s.PG.TasksHOTUpdated, 100*float64(s.PG.TasksHOTUpdated)/float64(s.PG.TasksUpdated))
+	}
 	if len(s.Statements) > 0 {
 		p.line("       statements by time (pg_stat_statements):")
 	}
