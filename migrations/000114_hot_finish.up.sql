@@ -4,9 +4,10 @@
 -- on the row's page. Before this migration every finish changed `status`
 -- and `finished_at`, both in partial-index predicates, so each finish added
 -- an entry to all of the table's indexes, the request words' GIN index
--- included (measured back to back: no HOT finish before; after, 80-87 % of
--- the task updates HOT, the finishing UPDATE 0.29-0.46 ms -> 0.12-0.30 ms a
--- call, WAL per task 8.1 -> 7.0 KiB; docs/BENCHMARKS.md).
+-- included (measured back to back: no HOT finish before; after, 95-100 % of
+-- the task updates HOT at 100-200 tasks/s and about half past 300/s, the
+-- finishing UPDATE 0.29-0.46 ms -> 0.12-0.30 ms a call, WAL per task
+-- 8.1 -> 7.0 KiB; docs/BENCHMARKS.md).
 
 -- Failed and canceled tasks, for support searches by status, are marked by
 -- a column that a succeeded finish leaves NULL, so it does not change.
