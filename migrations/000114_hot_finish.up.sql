@@ -10,11 +10,20 @@
 -- 8.1 -> 7.0 KiB; docs/BENCHMARKS.md).
 
 -- Failed and canceled tasks, for support searches by status, are marked by
--- a column that a succeeded finish leaves NULL, so it does not change.
+-- a column that a succeeded finish leaves NULL, so it does not change. A
+-- trigger keeps it, not each writer: instances of the previous release,
+-- which do not know the column, go on finishing tasks during a rolling
+-- deploy, and so do hand edits.
 ALTER TABLE tasks ADD COLUMN ended_unsucceeded text;
+CREATE FUNCTION tollgate_task_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.ended_unsucceeded := CASE WHEN NEW.status IN ('failed', 'canceled') THEN NEW.status END;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER tasks_ended_unsucceeded BEFORE INSERT OR UPDATE OF status ON tasks
+    FOR EACH ROW EXECUTE FUNCTION tollgate_task_ended();
 UPDATE tasks SET ended_unsucceeded = status WHERE status IN ('failed', 'canceled');
-ALTER TABLE tasks ADD CONSTRAINT tasks_ended_unsucceeded
-    CHECK (ended_unsucceeded IS NOT DISTINCT FROM CASE WHEN status IN ('failed', 'canceled') THEN status END);
 CREATE INDEX tasks_unsucceeded_created ON tasks (ended_unsucceeded, created_at DESC, id DESC)
     WHERE ended_unsucceeded IS NOT NULL;
 DROP INDEX tasks_failed_created;

@@ -108,3 +108,52 @@ func TestTaskFinishCanBeHOT(t *testing.T) {
 		t.Errorf("tasks reloptions = %v, want fillfactor=75: room on each page for its tasks' finished versions", opts)
 	}
 }
+
+// TestEndedUnsucceededFollowsStatus: the search mark of failed and canceled
+// tasks is kept by a trigger, so that writers that do not know it (the
+// previous release during a rolling deploy, a hand edit) keep it right.
+func TestEndedUnsucceededFollowsStatus(t *testing.T) {
+	t.Parallel()
+	conn, err := pgx.Connect(t.Context(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `
+		INSERT INTO owners (id) VALUES ('acme');
+		INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, deadline_at)
+		SELECT ('00000000-0000-0000-0000-00000000000' || i)::uuid, 'acme', 'k' || i, '\x00', '{}', 'm', 'queued', now() + interval '1 hour'
+		FROM generate_series(1, 3) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		id, finish string
+		want       *string
+	}{
+		{"00000000-0000-0000-0000-000000000001", `status = 'failed', error = '{"code": "x"}', finished_at = now()`, ptr("failed")},
+		{"00000000-0000-0000-0000-000000000002", `status = 'canceled', finished_at = now()`, ptr("canceled")},
+		{"00000000-0000-0000-0000-000000000003", `status = 'succeeded', result = '{}', finished_at = now()`, nil},
+	}
+	for _, tt := range tests {
+		// The finish as the previous release wrote it: no word of the mark.
+		if _, err := conn.Exec(t.Context(), `UPDATE tasks SET `+tt.finish+` WHERE id = $1`, tt.id); err != nil {
+			t.Fatal(err)
+		}
+		var got *string
+		if err := conn.QueryRow(t.Context(), `SELECT ended_unsucceeded FROM tasks WHERE id = $1`, tt.id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
+			t.Errorf("task %s after %s: ended_unsucceeded = %v, want %v", tt.id, tt.finish, deref(got), deref(tt.want))
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return "NULL"
+	}
+	return *s
+}

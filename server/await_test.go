@@ -200,7 +200,7 @@ func TestLostAnnouncementFoundBySweep(t *testing.T) {
 	// Finished behind Tollgate's back: no announcement.
 	if _, err := e.pool.Exec(context.Background(), `
 		WITH t AS (
-			UPDATE tasks SET status = 'canceled', ended_unsucceeded = 'canceled', finished_at = now(), updated_at = now()
+			UPDATE tasks SET status = 'canceled', finished_at = now(), updated_at = now()
 			WHERE id = $1 RETURNING id)
 		UPDATE budget_reservations SET state = 'released', closed_at = now() WHERE task_id IN (SELECT id FROM t)`, id); err != nil {
 		t.Fatal(err)

@@ -393,6 +393,9 @@ func (e *env) checkInvariants() {
 			SELECT count(*) FROM budget_periods p WHERE p.workload = '' AND p.reserved_micros <> COALESCE((
 				SELECT sum(amount_micros) FROM budget_reservations r WHERE r.state = 'held' AND p.id = ANY(r.budget_period_ids)), 0)`},
 		{"owner above total", `SELECT count(*) FROM budget_periods WHERE reserved_micros + spent_micros > total_micros`},
+		{"ended_unsucceeded disagrees with status", `
+			SELECT count(*) FROM tasks
+			WHERE ended_unsucceeded IS DISTINCT FROM CASE WHEN status IN ('failed', 'canceled') THEN status END`},
 		{"provider attempts beyond journal", `SELECT count(*) FROM tasks t WHERE t.attempts <> (SELECT count(*) FROM task_attempts a WHERE a.task_id = t.id)`},
 	}
 	for _, c := range checks {

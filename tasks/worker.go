@@ -1109,12 +1109,11 @@ func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure
 	if res != nil {
 		sealed = res.sealedOutput
 	}
-	// ended_unsucceeded stays NULL for a success, so that its finish,
-	// changing no indexed column, can be HOT (migration 000114).
+	// A trigger sets ended_unsucceeded from status, NULL for a success, so
+	// that its finish, changing no indexed column, can be HOT (000114).
 	const finishSQL = `
 		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
-		       finished_at = now(), updated_at = now(),
-		       ended_unsucceeded = CASE WHEN $2 IN ('failed', 'canceled') THEN $2 END
+		       finished_at = now(), updated_at = now()
 		WHERE id = $1`
 	if into == nil {
 		b.Queue(finishSQL, id, string(status), res, f, sealed)

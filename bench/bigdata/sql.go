@@ -188,7 +188,7 @@ func insertTasksSQL() string {
 	return `
 	INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, attempts, reserved_micros,
 	                   result, error, created_at, updated_at, finished_at, deadline_at, workload, cancel_requested,
-	                   payload, redaction_policy, bodies_erased_at, bodies_erased_by, bodies_erased_reason, ended_unsucceeded)
+	                   payload, redaction_policy, bodies_erased_at, bodies_erased_by, bodies_erased_reason)
 	SELECT t.id, t.owner_id, 'order-' || t.order_no || '-reply', sha256(convert_to('request/' || t.i, 'UTF8')),
 	       CASE WHEN t.erased THEN '{"messages": [], "erased": true}'::jsonb ELSE t.request END,
 	       t.model, t.status, t.attempts, t.reserved,
@@ -201,8 +201,7 @@ func insertTasksSQL() string {
 	       'redact',
 	       CASE WHEN t.erased THEN t.erased_at END,
 	       CASE WHEN t.erased THEN 'bigdata-admin' END,
-	       CASE WHEN t.erased THEN 'deleted' END,
-	       CASE WHEN t.status IN ('failed', 'canceled') THEN t.status END
+	       CASE WHEN t.erased THEN 'deleted' END
 	FROM bigdata_batch t`
 }
 
