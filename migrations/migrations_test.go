@@ -70,11 +70,7 @@ func TestDownAndUpRoundTrip(t *testing.T) {
 // the request words' GIN index included, for every finish (000114).
 func TestTaskFinishCanBeHOT(t *testing.T) {
 	t.Parallel()
-	conn, err := pgx.Connect(t.Context(), testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t)
 	finishChanges := []string{"status", "result", "error", "output_sealed", "finished_at", "updated_at"}
 	rows, err := conn.Query(t.Context(), `
 		SELECT c.relname, pg_get_indexdef(i.indexrelid)
@@ -114,11 +110,7 @@ func TestTaskFinishCanBeHOT(t *testing.T) {
 // previous release during a rolling deploy, a hand edit) keep it right.
 func TestEndedUnsucceededFollowsStatus(t *testing.T) {
 	t.Parallel()
-	conn, err := pgx.Connect(t.Context(), testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t)
 	if _, err := conn.Exec(t.Context(), `
 		INSERT INTO owners (id) VALUES ('acme');
 		INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, deadline_at)
@@ -156,4 +148,15 @@ func deref(s *string) string {
 		return "NULL"
 	}
 	return *s
+}
+
+// connect opens a connection to a fresh migrated database, closed with t.
+func connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
