@@ -54,6 +54,10 @@ func newLoadClient(baseURL, apiKey string, pollInterval, longPoll, taskTimeout t
 	}
 }
 
+// shedError is the error of a POST refused as overloaded (503): the server
+// shedding load, counted apart in the report.
+const shedError = "POST 503 overloaded"
+
 // taskView is the part of a task the load generator reads.
 type taskView struct {
 	ID         string     `json:"id"`

@@ -53,8 +53,13 @@ type Step struct {
 	CeilingRatio float64        `json:"ceiling_ratio,omitempty"`
 	ErrorCount   int            `json:"error_count"`
 	Errors       map[string]int `json:"errors"`
-	PollsPerTask float64        `json:"polls_per_task"`
-	Resources    Resources      `json:"server"`
+	// Shed counts the POSTs refused with 503 overloaded (among Errors),
+	// and Refusal is arrival → that refusal: load shedding is only worth
+	// its errors if the refusals come fast.
+	Shed         int       `json:"shed"`
+	Refusal      Summary   `json:"refusal"`
+	PollsPerTask float64   `json:"polls_per_task"`
+	Resources    Resources `json:"server"`
 	// CPU per finished task over the step and its settle pause: the
 	// server process, and the Postgres backends serving its pool (when
 	// Postgres runs on this machine; a backend that exits mid-step is
@@ -329,6 +334,10 @@ func (p *printer) step(s Step) {
 		commits, wxacts, wal, fpi, fmt.Sprintf("%.1f", s.PollsPerTask), fmt.Sprintf("%.1f", s.Resources.HostLoad))
 	if !s.Sustained {
 		p.line("       not sustained: %s", s.Verdict)
+	}
+	if s.Shed > 0 {
+		p.line("       shed: %d POSTs refused with 503 overloaded (%.1f %% of those sent), answered in p50 %s p99 %s ms; admitted %d",
+			s.Shed, 100*float64(s.Shed)/float64(max(s.Sent, 1)), msf(s.Refusal.P50), msf(s.Refusal.P99), s.Admitted)
 	}
 	keys := make([]string, 0, len(s.Errors))
 	for k := range s.Errors {

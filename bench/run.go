@@ -431,7 +431,7 @@ func (s *stepper) account(ctx context.Context, st *Step, before, after gauges) {
 
 // tally turns a step's outcomes into its figures.
 func tally(st *Step, outcomes []outcome, lat time.Duration) {
-	var admission, e2e, e2eServer []time.Duration
+	var admission, e2e, e2eServer, refusals []time.Duration
 	var finishes []time.Time
 	polls := 0
 	for _, o := range outcomes {
@@ -446,6 +446,10 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 		}
 		if o.err != "" {
 			st.Errors[o.err]++
+			if o.err == shedError {
+				st.Shed++
+				refusals = append(refusals, o.admission)
+			}
 			continue
 		}
 		st.Succeeded++
@@ -461,6 +465,7 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 		st.ErrorCount += n
 	}
 	st.Admission = Summarize(admission)
+	st.Refusal = Summarize(refusals)
 	st.E2E = Summarize(e2e)
 	st.E2EServer = Summarize(e2eServer)
 	if st.E2EServer.N > 0 {

@@ -37,6 +37,9 @@ type Metrics struct {
 	recordedTogether prometheus.Histogram
 	admittedTogether prometheus.Histogram
 	ranOnArrival     prometheus.Counter
+	shed             *prometheus.CounterVec
+	admitting        prometheus.Gauge
+	queueWait        *prometheus.GaugeVec
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -69,7 +72,7 @@ func New() *Metrics {
 			Name: "tollgate_breaker_opened_total", Help: "Times a provider key's circuit breaker opened (account exhausted).",
 		}, []string{"provider_key"}),
 		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded.",
+			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded, overloaded.",
 		}, []string{"outcome"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_fallbacks_total", Help: "Route answers a guard substituted with the fallback, by route, guard and reason. Kept apart from 5xx: a fallback is an answer.",
@@ -91,14 +94,26 @@ func New() *Metrics {
 		ranOnArrival: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_runs_on_arrival_total", Help: "First attempts run by the admitting process right after admission, without waiting for the queue. The rest of tollgate_tasks_created_total took the queue (slots full, gate not closed, API-only instance).",
 		}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_tasks_shed_total", Help: "New tasks refused with 503 overloaded, by the bound that refused them: admissions (TOLLGATE_MAX_ADMITTING in progress in this process) or queue (the provider queue's wait past TOLLGATE_SHED_QUEUE_WAIT_S).",
+		}, []string{"reason"}),
+		admitting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tollgate_admissions_in_progress", Help: "Task admissions this process has in progress, the figure TOLLGATE_MAX_ADMITTING bounds.",
+		}),
+		queueWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tollgate_queue_wait_seconds", Help: "How long the next task each provider key's queue hands out has been due, as this process last read it (every second): the figure TOLLGATE_SHED_QUEUE_WAIT_S bounds.",
+		}, []string{"provider_key"}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
 		m.budgetAlerts.WithLabelValues(pct)
 	}
+	for _, reason := range []string{"admissions", "queue"} {
+		m.shed.WithLabelValues(reason)
+	}
 	r.MustRegister(m.httpRequests, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts, m.fallbacks,
-		m.recordedTogether, m.admittedTogether, m.ranOnArrival, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -139,6 +154,31 @@ func (m *Metrics) TaskSubmitted(outcome string) {
 		return
 	}
 	m.tasksCreated.WithLabelValues(outcome).Inc()
+}
+
+// Shed counts a new task refused as overloaded; reason is the bound
+// (admissions or queue).
+func (m *Metrics) Shed(reason string) {
+	if m == nil {
+		return
+	}
+	m.shed.WithLabelValues(reason).Inc()
+}
+
+// Admitting adds delta to the admissions in progress.
+func (m *Metrics) Admitting(delta int) {
+	if m == nil {
+		return
+	}
+	m.admitting.Add(float64(delta))
+}
+
+// QueueWait records the wait last read of a provider key's queue.
+func (m *Metrics) QueueWait(providerKey string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.queueWait.WithLabelValues(providerKey).Set(d.Seconds())
 }
 
 // BreakerOpened records a breaker opening.

@@ -336,4 +336,5 @@ const (
 	ReasonEmpty          = "empty_response"
 	ReasonModeration     = "moderation_blocked"
 	ReasonApplicationErr = "application_failure"
+	ReasonOverloaded     = "overloaded"
 )

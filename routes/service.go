@@ -131,6 +131,9 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	if errors.Is(err, budget.ErrInsufficient) {
 		return s.fail(ctx, r, c, inputHash, GuardBudget, ReasonBudget, "the budget cannot cover this call", nil)
 	}
+	if errors.Is(err, tasks.ErrOverloaded) {
+		return s.fail(ctx, r, c, inputHash, GuardBudget, ReasonOverloaded, "the service is behind and refused new calls for now", nil)
+	}
 	if err != nil {
 		return Answer{}, err
 	}
@@ -330,6 +333,8 @@ func failureOf(guard, reason, taskID string) *Failure {
 		}
 	case ReasonBudget:
 		f.Code = "budget_exceeded"
+	case ReasonOverloaded:
+		f.Code, f.Retryable = "overloaded", true
 	case ReasonCircuitOpen:
 		f.Code = tasks.CodeModelQuotaExhausted
 	case ReasonTimeout, ReasonProviderError:

@@ -123,6 +123,9 @@ type envOptions struct {
 	allowRerun     bool
 	queueOnly      bool          // tasks.Config.QueueOnly: no runs on arrival
 	recheckEvery   time.Duration // tasks.Config.RecheckEvery
+	maxAdmitting   int           // tasks.Config.MaxAdmitting
+	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
+	shedSample     time.Duration // tasks.Config.ShedSampleEvery
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -179,24 +182,27 @@ func newEnv(t testing.TB, o envOptions) *env {
 	m := metrics.New()
 	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
 	svc, err := tasks.New(pool, tasks.Config{
-		Metrics:        m,
-		Now:            clock.Now,
-		Alerter:        alerter,
-		Logger:         log,
-		Sealer:         testSealer(t),
-		Catalog:        cat,
-		Clients:        clients,
-		RequestTimeout: o.requestTimeout,
-		MaxAttempts:    o.maxAttempts,
-		RetryBase:      10 * time.Millisecond,
-		RetryMax:       o.retryMax,
-		ProbeEvery:     o.probeEvery,
-		MaxSnooze:      o.maxSnooze,
-		FetchCooldown:  5 * time.Millisecond,
-		FetchPoll:      50 * time.Millisecond,
-		BuildVersion:   "test",
-		QueueOnly:      o.queueOnly,
-		RecheckEvery:   o.recheckEvery,
+		Metrics:         m,
+		Now:             clock.Now,
+		Alerter:         alerter,
+		Logger:          log,
+		Sealer:          testSealer(t),
+		Catalog:         cat,
+		Clients:         clients,
+		RequestTimeout:  o.requestTimeout,
+		MaxAttempts:     o.maxAttempts,
+		RetryBase:       10 * time.Millisecond,
+		RetryMax:        o.retryMax,
+		ProbeEvery:      o.probeEvery,
+		MaxSnooze:       o.maxSnooze,
+		FetchCooldown:   5 * time.Millisecond,
+		FetchPoll:       50 * time.Millisecond,
+		BuildVersion:    "test",
+		QueueOnly:       o.queueOnly,
+		RecheckEvery:    o.recheckEvery,
+		MaxAdmitting:    o.maxAdmitting,
+		ShedQueueWait:   o.shedQueueWait,
+		ShedSampleEvery: o.shedSample,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -395,8 +395,9 @@ func writeOAIError(c echo.Context, err error) {
 	delete(body, "retry")
 	h := c.Response().Header()
 	if retry {
-		h.Set("Retry-After", "1")
-		h.Set("retry-after-ms", "1000")
+		wait := retryAfterOf(err)
+		h.Set("Retry-After", strconv.Itoa(wait))
+		h.Set("retry-after-ms", strconv.Itoa(wait*1000))
 		h.Set("x-should-retry", "true")
 	} else {
 		h.Set("x-should-retry", "false")

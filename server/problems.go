@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
@@ -64,6 +65,7 @@ var titles = map[string]string{
 	"method_not_allowed":            "Method not allowed",
 	"internal":                      "Internal error",
 	"unavailable":                   "Temporarily unavailable; retry shortly",
+	"overloaded":                    "Too much work in progress; retry after Retry-After seconds",
 	"conflict":                      "The request conflicts with the resource's state",
 	"gone":                          "The record's bodies were erased",
 	"rate_limited":                  "Too many calls of this route for this user",
@@ -106,6 +108,9 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	case errors.Is(err, budget.ErrInsufficient):
 		return http.StatusPaymentRequired, "budget_exceeded",
 			"The remaining budget cannot cover this request's reservation. The idempotency key was not used.", nil
+	case errors.Is(err, tasks.ErrOverloaded):
+		return http.StatusServiceUnavailable, "overloaded",
+			"The service is behind and refused this new task without writing anything; the idempotency key is still free. Retry after Retry-After seconds.", nil
 	case errors.Is(err, tasks.ErrNotFound):
 		return http.StatusNotFound, "not_found", "No such task.", nil
 	case errors.Is(err, tasks.ErrNotFinished):
@@ -172,12 +177,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		}
 		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-			wait := 1
-			var ae *apiError
-			if errors.As(err, &ae) && ae.retryAfter > 0 {
-				wait = ae.retryAfter
-			}
-			h.Set("Retry-After", strconv.Itoa(wait))
+			h.Set("Retry-After", strconv.Itoa(retryAfterOf(err)))
 		}
 		h.Set(echo.HeaderContentType, "application/problem+json")
 		p.Type, p.Title, p.TraceID = "https://tollgate.dev/problems/"+code, titles[code], trace
@@ -187,6 +187,20 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		_ = c.JSON(status, p)
 	}
+}
+
+// retryAfterOf is the Retry-After, in whole seconds, of a 429 or 503: what
+// the error asks for, else one second.
+func retryAfterOf(err error) int {
+	var ae *apiError
+	var oe *tasks.OverloadError
+	switch {
+	case errors.As(err, &ae) && ae.retryAfter > 0:
+		return ae.retryAfter
+	case errors.As(err, &oe):
+		return max(int((oe.RetryAfter+time.Second-1)/time.Second), 1)
+	}
+	return 1
 }
 
 // budgetDetail is the detail of a budget.ErrInvalid: the package's own

@@ -62,6 +62,7 @@ func callRoute(d *Deps) echo.HandlerFunc {
 var routeStatus = map[string]int{
 	"rate_limited":                        http.StatusTooManyRequests,
 	"budget_exceeded":                     http.StatusPaymentRequired,
+	"overloaded":                          http.StatusServiceUnavailable,
 	tasks.CodeModelIncompatible:           http.StatusBadGateway,
 	tasks.CodeIncompatibleModelResponse:   http.StatusBadGateway,
 	tasks.CodePossiblyExecuted:            http.StatusBadGateway,

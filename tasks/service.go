@@ -54,6 +54,17 @@ type Config struct {
 	// RecheckEvery is how often the tasks that requests wait for are read
 	// again, all in one query, in case an announcement was lost; default 2s.
 	RecheckEvery time.Duration
+	// MaxAdmitting bounds the admissions one process has in progress; past
+	// it Create sheds new tasks (ErrOverloaded). Default 256; negative for
+	// no bound. See shed.go.
+	MaxAdmitting int
+	// ShedQueueWait: Create sheds a new task that would wait in its
+	// provider key's queue when the next task of that queue has been due
+	// longer than this. Default 60s; negative never sheds on it.
+	ShedQueueWait time.Duration
+	// ShedSampleEvery is how often each process reads its queues' waits;
+	// default 1s.
+	ShedSampleEvery time.Duration
 	// QueueOnly makes every attempt wait for River to fetch its job. By
 	// default a task's first attempt runs on arrival, in the process that
 	// admitted it, when a call slot is free (see runOnArrival).
@@ -122,6 +133,15 @@ func (c *Config) defaults() error {
 	if c.RecheckEvery <= 0 {
 		c.RecheckEvery = 2 * time.Second
 	}
+	if c.MaxAdmitting == 0 {
+		c.MaxAdmitting = 256
+	}
+	if c.ShedQueueWait == 0 {
+		c.ShedQueueWait = time.Minute
+	}
+	if c.ShedSampleEvery <= 0 {
+		c.ShedSampleEvery = time.Second
+	}
 	if c.RescueAfter <= 0 {
 		c.RescueAfter = time.Hour
 	}
@@ -181,6 +201,8 @@ type Service struct {
 	// arrivals are its runs on arrival (runOnArrival).
 	slots    callSlots
 	arrivals arrivals
+	// shed refuses new tasks when the process or the queue is behind.
+	shed *shedder
 }
 
 // commitOnBudget sends b, whose last statement locks owner's budget rows
@@ -202,7 +224,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers)}
+	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
+		shed: newShedder(cfg.Catalog, cfg.MaxAdmitting, cfg.ShedQueueWait, cfg.Metrics)}
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
@@ -267,6 +290,7 @@ func (s *Service) Start(ctx context.Context) error {
 // instances run them.
 func (s *Service) StartListener(ctx context.Context) {
 	go s.waiter.run(ctx)
+	go s.sampleQueues(ctx, s.cfg.ShedSampleEvery)
 }
 
 // Stop stops fetching new jobs and running tasks on arrival, and waits for
@@ -329,8 +353,9 @@ type Submission struct {
 // and request returns the existing task with Replayed set and changes
 // nothing. It returns ErrIdempotencyKeyReused when the key names a task with
 // a different request, budget.ErrInsufficient when a budget cannot cover
-// the reservation (no task is created and the key stays free), and a
-// *ValidationError for an invalid request.
+// the reservation (no task is created and the key stays free), an
+// *OverloadError (ErrOverloaded) when it sheds the task (shed.go; nothing is
+// written either), and a *ValidationError for an invalid request.
 func (s *Service) Create(ctx context.Context, sub Submission) (created Created, err error) {
 	owner, key, traceID, req := sub.OwnerID, sub.IdempotencyKey, sub.TraceID, sub.Request
 	if err := req.Validate(); err != nil {
@@ -377,6 +402,12 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if existing != nil {
 		return s.replayed(*existing, hashOK)
 	}
+	admitted, err := s.shed.admit()
+	if err != nil {
+		s.cfg.Metrics.TaskSubmitted("overloaded")
+		return Created{}, err
+	}
+	defer admitted()
 	// Redaction happens here, once, before anything is written: the stored
 	// request is redacted, the raw one sealed.
 	stored, err := json.Marshal(s.privacyFor(redact.Policy(policy)).request(req))
@@ -407,6 +438,12 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		arrival = s.claimArrival(m, gate == circuit.Closed)
 	}
 	a.onArrival = arrival != nil
+	if arrival == nil && !sub.Inline {
+		if err := s.shed.queue(m.Provider); err != nil {
+			s.cfg.Metrics.TaskSubmitted("overloaded")
+			return Created{}, err
+		}
+	}
 	a.args, a.opts = s.enqueueing(ctx, id, traceID, m.Provider, sub.Inline || a.onArrival)
 	// Admissions of one owner that arrive together are written together;
 	// one that cannot be, or a streamed one, is written on its own.

@@ -38,6 +38,8 @@ type config struct {
 	MaxAttempts      int
 	DefaultMaxTokens int
 	Workers          int
+	MaxAdmitting     int           // 0: no bound
+	ShedQueueWait    time.Duration // 0: never
 	RescueAfter      time.Duration
 	SyncWait         time.Duration
 	DrainTimeout     time.Duration
@@ -85,6 +87,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Workers, err = intVar(getenv, "TOLLGATE_WORKERS", 100, 1, 10_000); err != nil {
 		return c, err
 	}
+	if c.MaxAdmitting, err = intVar(getenv, "TOLLGATE_MAX_ADMITTING", 256, 0, 1_000_000); err != nil {
+		return c, err
+	}
+	shedWait, err := intVar(getenv, "TOLLGATE_SHED_QUEUE_WAIT_S", 60, 0, 86_400)
+	if err != nil {
+		return c, err
+	}
+	c.ShedQueueWait = time.Duration(shedWait) * time.Second
 	rescue, err := intVar(getenv, "TOLLGATE_RESCUE_AFTER_MS", 3_600_000, 1000, 86_400_000)
 	if err != nil {
 		return c, err
@@ -136,6 +146,8 @@ func (c config) logValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Int("max_attempts", c.MaxAttempts),
 		slog.Int("workers", c.Workers),
+		slog.Int("max_admitting", c.MaxAdmitting),
+		slog.Int64("shed_queue_wait_s", int64(c.ShedQueueWait/time.Second)),
 		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
 		slog.String("config_file", c.ConfigFile),
 		slog.String("prices", c.PricesSpec),
@@ -152,6 +164,15 @@ func redactURL(s string) string {
 		return "(unparseable)"
 	}
 	return u.Redacted()
+}
+
+// orNone turns a bound of zero, "none" in the environment, into the -1 that
+// means "none" in tasks.Config (where zero takes the default).
+func orNone[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 func orDefault(v, d string) string {

@@ -128,6 +128,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		// A task's first attempt runs on arrival unless this is off: then
 		// every attempt waits for River's fetch.
 		QueueOnly: getenv("TOLLGATE_RUN_ON_ARRIVAL") == "off",
+		// Zero in the environment turns a bound off; zero in Config takes
+		// its default.
+		MaxAdmitting: orNone(cfg.MaxAdmitting), ShedQueueWait: orNone(cfg.ShedQueueWait),
 	})
 	if err != nil {
 		return err
