@@ -336,7 +336,7 @@ func (p *printer) step(s Step) {
 		p.line("       not sustained: %s", s.Verdict)
 	}
 	if s.Shed > 0 {
-		p.line("       shed: %d POSTs refused with 503 overloaded (%.1f %% of those sent), answered in p50 %s p99 %s ms; admitted %d",
+		p.line("       shed: %d POSTs refused with 503 overloaded (%.1f %% of those sent), answered in p50 %s p99 %s; admitted %d",
 			s.Shed, 100*float64(s.Shed)/float64(max(s.Sent, 1)), msf(s.Refusal.P50), msf(s.Refusal.P99), s.Admitted)
 	}
 	keys := make([]string, 0, len(s.Errors))

@@ -55,7 +55,7 @@ type Config struct {
 	// again, all in one query, in case an announcement was lost; default 2s.
 	RecheckEvery time.Duration
 	// MaxAdmitting bounds the admissions one process has in progress; past
-	// it Create sheds new tasks (ErrOverloaded). Default 256; negative for
+	// it Create sheds new tasks (ErrOverloaded). Default 64; negative for
 	// no bound. See shed.go.
 	MaxAdmitting int
 	// ShedQueueWait: Create sheds a new task that would wait in its
@@ -134,7 +134,7 @@ func (c *Config) defaults() error {
 		c.RecheckEvery = 2 * time.Second
 	}
 	if c.MaxAdmitting == 0 {
-		c.MaxAdmitting = 256
+		c.MaxAdmitting = 64
 	}
 	if c.ShedQueueWait == 0 {
 		c.ShedQueueWait = time.Minute

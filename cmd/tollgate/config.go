@@ -87,7 +87,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Workers, err = intVar(getenv, "TOLLGATE_WORKERS", 100, 1, 10_000); err != nil {
 		return c, err
 	}
-	if c.MaxAdmitting, err = intVar(getenv, "TOLLGATE_MAX_ADMITTING", 256, 0, 1_000_000); err != nil {
+	if c.MaxAdmitting, err = intVar(getenv, "TOLLGATE_MAX_ADMITTING", 64, 0, 1_000_000); err != nil {
 		return c, err
 	}
 	shedWait, err := intVar(getenv, "TOLLGATE_SHED_QUEUE_WAIT_S", 60, 0, 86_400)

@@ -15,7 +15,7 @@ func TestSheddingSettings(t *testing.T) {
 		wantWait      time.Duration
 		wantErr       bool
 	}{
-		{"defaults", nil, 256, time.Minute, false},
+		{"defaults", nil, 64, time.Minute, false},
 		{"set", map[string]string{"TOLLGATE_MAX_ADMITTING": "64", "TOLLGATE_SHED_QUEUE_WAIT_S": "5"}, 64, 5 * time.Second, false},
 		{"zero is none", map[string]string{"TOLLGATE_MAX_ADMITTING": "0", "TOLLGATE_SHED_QUEUE_WAIT_S": "0"}, -1, -1, false},
 		{"negative admitting", map[string]string{"TOLLGATE_MAX_ADMITTING": "-1"}, 0, 0, true},
