@@ -13,14 +13,15 @@ import (
 	"github.com/tollgate/tollgate/accounts"
 )
 
-// Past TOLLGATE_MAX_ADMITTING admissions in progress, a new task is refused
+// Past TOLLGATE_MAX_ADMITTING admissions in progress (and its patience:
+// here, none), a new task is refused
 // at once on every surface that creates one (503 overloaded with
 // Retry-After; a route's fallback; OpenAI's envelope), nothing is written
 // for it and its key stays free; a retry of a task already admitted is
 // still answered from its task; and the admissions in progress finish.
 func TestAdmissionsPastTheBoundAreShed(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{maxAdmitting: 2})
+	e := newEnv(t, envOptions{maxAdmitting: 2, shedAfter: time.Nanosecond})
 	key := e.owner("acme", accounts.RoleClient, 1_000_000)
 	earlier := e.submit(key, "k0", taskBody("first", 16))
 	e.waitFinished(key, earlier)

@@ -58,6 +58,10 @@ type Config struct {
 	// it Create sheds new tasks (ErrOverloaded). Default 64; negative for
 	// no bound. See shed.go.
 	MaxAdmitting int
+	// ShedAdmittingAfter: past MaxAdmitting admissions in progress, a new
+	// task is shed only once the oldest of them has waited this long, so
+	// that a burst that is being admitted is not refused. Default 100ms.
+	ShedAdmittingAfter time.Duration
 	// ShedQueueWait: Create sheds a new task that would wait in its
 	// provider key's queue when the next task of that queue has been due
 	// longer than this. Default 60s; negative never sheds on it.
@@ -135,6 +139,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxAdmitting == 0 {
 		c.MaxAdmitting = 64
+	}
+	if c.ShedAdmittingAfter <= 0 {
+		c.ShedAdmittingAfter = 100 * time.Millisecond
 	}
 	if c.ShedQueueWait == 0 {
 		c.ShedQueueWait = time.Minute
@@ -225,7 +232,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
-		shed: newShedder(cfg.Catalog, cfg.MaxAdmitting, cfg.ShedQueueWait, cfg.Metrics)}
+		shed: newShedder(cfg.Catalog, cfg)}
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 // task at once instead, with ErrOverloaded and a Retry-After, when
 //
 //   - this process already has Config.MaxAdmitting admissions in progress
-//     (from the request's first read to its commit): arrivals faster than
-//     the process commits them; or
+//     (from the request's first read to its commit) and the oldest of them
+//     has waited longer than Config.ShedAdmittingAfter: arrivals faster
+//     than the process commits them, not a burst it is absorbing; or
 //   - the task would take its provider key's queue and the next task that
 //     queue will hand out has waited longer than Config.ShedQueueWait:
 //     the workers of every instance together are behind. Each process
@@ -64,16 +66,20 @@ func (e *OverloadError) Is(target error) bool { return target == ErrOverloaded }
 // shedder holds the bounds' state of one process.
 type shedder struct {
 	maxAdmitting int64         // <= 0: no bound
+	patience     time.Duration // see Config.ShedAdmittingAfter
 	maxWait      time.Duration // <= 0: no bound
-	admitting    atomic.Int64
+	mu           sync.Mutex
+	started      map[uint64]time.Time // admissions in progress, by sequence number
+	seq          uint64
 	// waits is the last wait read of each provider key's queue, in
 	// nanoseconds. The map is built once and only read after.
 	waits   map[string]*atomic.Int64
 	metrics *metrics.Metrics
 }
 
-func newShedder(c *catalog.Catalog, maxAdmitting int, maxWait time.Duration, m *metrics.Metrics) *shedder {
-	s := &shedder{maxAdmitting: int64(maxAdmitting), maxWait: maxWait, waits: map[string]*atomic.Int64{}, metrics: m}
+func newShedder(c *catalog.Catalog, cfg Config) *shedder {
+	s := &shedder{maxAdmitting: int64(cfg.MaxAdmitting), patience: cfg.ShedAdmittingAfter, maxWait: cfg.ShedQueueWait,
+		started: map[uint64]time.Time{}, waits: map[string]*atomic.Int64{}, metrics: cfg.Metrics}
 	for _, p := range c.Providers {
 		s.waits[p.Key] = &atomic.Int64{}
 	}
@@ -81,19 +87,49 @@ func newShedder(c *catalog.Catalog, maxAdmitting int, maxWait time.Duration, m *
 }
 
 // admit counts one admission in progress, or refuses it when the process
-// has maxAdmitting already. done must be called once the admission ends.
+// has maxAdmitting already and the oldest of them has waited longer than
+// the patience: a burst, admitted as fast as it arrives, is let through; a
+// backlog, whose oldest admissions wait on, is not. done must be called
+// once the admission ends.
 func (s *shedder) admit() (done func(), err error) {
-	n := s.admitting.Add(1)
-	if s.maxAdmitting > 0 && n > s.maxAdmitting {
-		s.admitting.Add(-1)
+	now := time.Now()
+	s.mu.Lock()
+	if s.maxAdmitting > 0 && int64(len(s.started)) >= s.maxAdmitting && now.Sub(s.oldest()) >= s.patience {
+		s.mu.Unlock()
 		s.metrics.Shed(ShedAdmissions)
 		return nil, &OverloadError{Reason: ShedAdmissions, RetryAfter: time.Second}
 	}
+	s.seq++
+	id := s.seq
+	s.started[id] = now
+	s.mu.Unlock()
 	s.metrics.Admitting(1)
 	return func() {
-		s.admitting.Add(-1)
+		s.mu.Lock()
+		delete(s.started, id)
+		s.mu.Unlock()
 		s.metrics.Admitting(-1)
 	}, nil
+}
+
+// oldest is when the oldest admission in progress started. Called with
+// mu held, only past the bound, so the walk is over maxAdmitting entries
+// at a time when the process is refusing work anyway.
+func (s *shedder) oldest() time.Time {
+	var first time.Time
+	for _, t := range s.started {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first
+}
+
+// admitting is how many admissions are in progress.
+func (s *shedder) admitting() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.started))
 }
 
 // queue refuses a task that would wait in providerKey's queue when that
@@ -191,4 +227,4 @@ func (s *Service) QueueWait(providerKey string) time.Duration {
 }
 
 // Admitting is how many admissions this process has in progress.
-func (s *Service) Admitting() int64 { return s.shed.admitting.Load() }
+func (s *Service) Admitting() int64 { return s.shed.admitting() }
