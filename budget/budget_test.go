@@ -97,6 +97,21 @@ func reserve(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) erro
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return budget.ReserveTx(ctx, tx, r) })
 }
 
+// reserveInOne reserves as a batch of admissions does: QueueReserve's one
+// statement, and ReserveTx in a new transaction when it finds a period not
+// opened yet.
+func reserveInOne(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		budget.QueueReserve(b, r)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if errors.Is(err, budget.ErrPeriodNotOpen) {
+		return reserve(ctx, pool, r)
+	}
+	return err
+}
+
 func mustVerify(t *testing.T, store *budget.Store) {
 	t.Helper()
 	mm, err := store.Verify(context.Background())
@@ -113,6 +128,17 @@ func mustVerify(t *testing.T, store *budget.Store) {
 // until the owner cap binds, and nothing ever exceeds either.
 func TestConcurrentReservationsRespectOwnerAndWorkloadCaps(t *testing.T) {
 	t.Parallel()
+	for name, reserve := range map[string]func(context.Context, *pgxpool.Pool, budget.Reservation) error{
+		"ReserveTx": reserve, "QueueReserve": reserveInOne,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testConcurrentReservations(t, reserve)
+		})
+	}
+}
+
+func testConcurrentReservations(t *testing.T, reserve func(context.Context, *pgxpool.Pool, budget.Reservation) error) {
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
 	store := budget.NewStore(pool, nil)
@@ -159,6 +185,60 @@ func TestConcurrentReservationsRespectOwnerAndWorkloadCaps(t *testing.T) {
 		if b.ReservedMicros+b.SpentMicros > b.TotalMicros {
 			t.Errorf("%q over its cap: %+v", b.Workload, b)
 		}
+	}
+	mustVerify(t, store)
+}
+
+// QueueReserve finds its balance rows itself and tells apart what the
+// caller must handle: a period not opened yet (the caller reserves with
+// ReserveTx, which opens it), no budget, a budget short of the amount; and
+// a reservation it makes holds both of a capped workload's rows.
+func TestQueueReserveAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	for _, l := range []budget.Limit{
+		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000},
+		{OwnerID: "acme", Workload: "batch", Period: budget.PeriodDaily, TotalMicros: 300},
+	} {
+		if _, err := store.SetLimit(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	one := func(r budget.Reservation) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			budget.QueueReserve(b, r)
+			return tx.SendBatch(ctx, b).Close()
+		})
+	}
+	cases := []struct {
+		name string
+		r    budget.Reservation
+		want error
+	}{
+		{"owner only", budget.Reservation{OwnerID: "acme", Amount: 100, At: now}, nil},
+		{"workload in its open period", budget.Reservation{OwnerID: "acme", Workload: "batch", Amount: 200, At: now}, nil},
+		{"workload short", budget.Reservation{OwnerID: "acme", Workload: "batch", Amount: 101, At: now}, budget.ErrInsufficient},
+		{"owner short", budget.Reservation{OwnerID: "acme", Amount: 701, At: now}, budget.ErrInsufficient},
+		{"no budget", budget.Reservation{OwnerID: "nobody", Amount: 1, At: now}, budget.ErrInsufficient},
+		{"tomorrow's period not opened", budget.Reservation{OwnerID: "acme", Workload: "batch", Amount: 1, At: now.Add(24 * time.Hour)}, budget.ErrPeriodNotOpen},
+	}
+	for _, c := range cases {
+		c.r.TaskID = newID(t, pool)
+		if err := one(c.r); !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+		}
+	}
+	var reserved int64
+	if err := pool.QueryRow(ctx, `SELECT sum(reserved_micros) FROM budget_periods WHERE owner_id = 'acme'`).Scan(&reserved); err != nil {
+		t.Fatal(err)
+	}
+	// 100 on the owner; 200 on the owner and 200 on batch.
+	if reserved != 500 {
+		t.Errorf("reserved = %d over the owner's rows, want 500", reserved)
 	}
 	mustVerify(t, store)
 }

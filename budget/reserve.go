@@ -108,11 +108,76 @@ func QueueReserveOn(b *pgx.Batch, r Reservation, ids []int64) {
 	})
 }
 
+// QueueReserve queues on b the reservation of QueueReserveOn for r, finding
+// its balance rows itself: the statement needs no read before it, so a
+// caller can send its own rows, this and COMMIT in one round trip. It
+// opens no period: when a period r needs is not opened yet (the first
+// reservation of a day or month) it aborts the transaction and b's results
+// return ErrPeriodNotOpen, and the caller reserves with QueueReserveTx,
+// which opens it. b's results return ErrInsufficient when a row cannot
+// cover r or the owner has no budget. r.Amount must be positive.
+func QueueReserve(b *pgx.Batch, r Reservation) {
+	daily, _ := PeriodDaily.Bounds(r.At)
+	monthly, _ := PeriodMonthly.Bounds(r.At)
+	none, _ := PeriodNone.Bounds(r.At)
+	// The rows as QueueBalanceRows reads them; then, as QueueReserveOn,
+	// locked in id order, updated on condition, recorded, and the abort.
+	b.Queue(`
+		WITH rows AS (
+			SELECT l.workload, p.id
+			FROM budget_limits l
+			LEFT JOIN budget_periods p ON p.owner_id = l.owner_id AND p.workload = l.workload
+			     AND p.period_start = CASE l.period WHEN 'daily' THEN $6::timestamptz WHEN 'monthly' THEN $7::timestamptz ELSE $8::timestamptz END
+			WHERE l.owner_id = $2 AND l.workload IN ('', $5)
+		), found AS (
+			SELECT COALESCE(array_agg(id ORDER BY id) FILTER (WHERE id IS NOT NULL), '{}') AS ids,
+			       COALESCE(bool_and(id IS NOT NULL), false) AS open,
+			       COALESCE(bool_or(workload = ''), false) AS capped
+			FROM rows
+		), locked AS (
+			SELECT id FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY id FOR NO KEY UPDATE
+		), p AS (
+			UPDATE budget_periods
+			SET reserved_micros = reserved_micros + $3, updated_at = now()
+			WHERE id IN (SELECT id FROM locked) AND total_micros - reserved_micros - spent_micros >= $3
+			RETURNING id, owner_id, workload
+		), res AS (
+			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
+			SELECT $1, $2, $3, $4, ids FROM found
+		), l AS (
+			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
+			SELECT owner_id, workload, id, $1, 'reserve', $3 FROM p
+		)
+		SELECT CASE WHEN NOT f.capped THEN tollgate_abort('`+codeInsufficient+`', 'budget: the owner has no budget')
+		            WHEN NOT f.open THEN tollgate_abort('`+codePeriodNotOpen+`', 'budget: a period is not opened yet')
+		            WHEN (SELECT count(*) FROM p) = cardinality(f.ids) THEN cardinality(f.ids)
+		            ELSE tollgate_abort('`+codeInsufficient+`', 'budget: insufficient budget for the reservation') END
+		FROM found f`,
+		r.TaskID, r.OwnerID, r.Amount, r.Estimated, r.Workload, daily, monthly, none).QueryRow(func(row pgx.Row) error {
+		var n int64
+		if err := row.Scan(&n); err != nil {
+			switch {
+			case isCode(err, codeInsufficient):
+				return ErrInsufficient
+			case isCode(err, codePeriodNotOpen):
+				return ErrPeriodNotOpen
+			}
+			return fmt.Errorf("budget: reserve: %w", err)
+		}
+		return nil
+	})
+}
+
+// ErrPeriodNotOpen is QueueReserve's answer when a balance row it needs
+// belongs to a period not opened yet; QueueReserveTx opens it.
+var ErrPeriodNotOpen = errors.New("budget: a period is not opened yet")
+
 // SQLSTATEs the statements of this package raise through tollgate_abort to
 // abort the caller's transaction.
 const (
 	codeInsufficient  = "TG402" // a balance row cannot cover a reservation
 	codeNoReservation = "TG404" // a settlement found no held reservation
+	codePeriodNotOpen = "TG412" // QueueReserve needs a period not opened yet
 )
 
 // isCode reports whether err is a PostgreSQL error with SQLSTATE code.

@@ -116,12 +116,12 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 
 // admitTogether writes a with the other admissions of its owner that are
 // waiting (see together), in one transaction: their jobs in one statement,
-// their rows and the balance rows' read in one round trip, their
-// reservations with COMMIT. It returns nil once the batch committed: a is
+// then their rows, their reservations and COMMIT in one round trip. It returns nil once the batch committed: a is
 // then admitted, or a.taken says a concurrent request holds its key. It
 // returns errAlone when the batch did not commit (a budget that cannot
-// cover every reservation, an error): each admission then takes admitAlone,
-// which tells those cases apart.
+// cover every reservation, a key taken by a concurrent request, a period
+// not opened yet, an error): each admission then takes admitAlone, which
+// tells those cases apart.
 func (s *Service) admitTogether(ctx context.Context, a *admission) error {
 	return s.admissions.do(a.owner, a, func(batch []*admission) error {
 		// The batch is its members' work, not only this request's: it
@@ -144,8 +144,19 @@ func (s *Service) admitTogether(ctx context.Context, a *admission) error {
 	})
 }
 
-func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
-	owner := batch[0].owner
+func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
+	// A key sent twice at once is written once: the later submissions
+	// answer from the first's task (Create's errKeyTaken), as they would
+	// had the first committed before them.
+	batch := make([]*admission, 0, len(all))
+	seen := make(map[string]bool, len(all))
+	for _, a := range all {
+		a.taken = seen[a.key]
+		seen[a.key] = true
+		if !a.taken {
+			batch = append(batch, a)
+		}
+	}
 	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		jobs := make([]river.InsertManyParams, len(batch))
 		for i, a := range batch {
@@ -158,49 +169,30 @@ func (s *Service) admitBatch(ctx context.Context, batch []*admission) error {
 		if len(res) != len(batch) {
 			return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(batch))
 		}
-		// The rows and the balance rows' read (once per workload) in one
-		// round trip.
+		// The rows, the check that every key was free, the reservations
+		// (each finding its balance rows) and COMMIT: one round trip. A key
+		// a concurrent request took, a budget short for one task or a
+		// period not opened yet aborts the batch, and each admission then
+		// takes admitAlone, which tells those cases apart.
 		at := s.cfg.Now()
-		rows := &pgx.Batch{}
-		balances := map[string]*budget.BalanceRows{}
+		b := &pgx.Batch{}
+		ids := make([]string, len(batch))
 		for i, a := range batch {
-			a.queueInsert(rows, res[i].Job.ID)
-			if w := a.sub.Workload; balances[w] == nil {
-				balances[w] = &budget.BalanceRows{}
-				budget.QueueBalanceRows(rows, owner, w, at, balances[w])
-			}
+			a.queueInsert(b, res[i].Job.ID)
+			ids[i] = a.id
 		}
-		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
-			return err
-		}
-		// A task whose key a concurrent request took is not admitted: its
-		// job goes, and it answers from that request's task (Create).
-		var unused []int64
+		b.Queue(`SELECT CASE WHEN count(*) = $2 THEN count(*)
+		                     ELSE tollgate_abort('TG409', 'tasks: an idempotency key of the batch is taken') END
+		         FROM tasks WHERE id = ANY($1::uuid[])`, ids, len(ids))
 		for _, a := range batch {
-			if a.taken {
-				unused = append(unused, a.jobID)
-			}
+			budget.QueueReserve(b, a.reservation(at))
 		}
-		if len(unused) > 0 {
-			if _, err := s.river.JobDeleteManyTx(ctx, tx, river.NewJobDeleteManyParams().IDs(unused...).First(len(unused))); err != nil {
-				return fmt.Errorf("drop the jobs of taken keys: %w", err)
-			}
-		}
-		reserves := &pgx.Batch{}
-		ids := map[string][]int64{} // balance rows by workload
-		for _, a := range batch {
-			if a.taken {
-				continue
-			}
-			w := a.sub.Workload
-			if _, ok := ids[w]; !ok {
-				if ids[w], err = balances[w].Resolve(ctx, tx); err != nil {
-					return err
-				}
-			}
-			budget.QueueReserveOn(reserves, a.reservation(at), ids[w])
-		}
-		return s.commitOnBudget(ctx, tx, owner, reserves)
+		// Not under the owner's queue (commitOnBudget): the rows inserted
+		// before the reservation may wait for a concurrent request's
+		// uncommitted row with the same key, which may itself be waiting
+		// for that queue. One batch per owner at a time already keeps the
+		// budget row's waiters few.
+		return tx.CommitWith(ctx, b)
 	})
 }
 

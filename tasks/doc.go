@@ -20,11 +20,15 @@
 // Admission and settlement both update the owner's budget row, the one row
 // every task of the owner shares. Their locking statement is the last of
 // the transaction and is sent with COMMIT in one pipeline (internal/pipetx),
-// and within a process those commits queue per owner (internal/keylock), so
-// the row is held only while PostgreSQL runs the statement and commits. What
-// queues behind a commit travels together (together.go): an owner's waiting
-// admissions in one transaction, its waiting successes in another, each
-// batch falling back to one transaction per task when it cannot commit.
+// so the row is held only while PostgreSQL runs the statement and commits.
+// What queues behind a commit travels together (together.go): an owner's
+// waiting admissions in one transaction, its waiting successes in another,
+// each batch falling back to one transaction per task when it cannot
+// commit. A batch of admissions sends its task rows, its reservations
+// (which find their balance rows themselves, budget.QueueReserve) and
+// COMMIT in one round trip; settlements and lone admissions first read
+// what they lock, then queue per owner within the process
+// (internal/keylock) to send it with COMMIT.
 // A batch of successes whose attempts were journalled before their calls
 // (runs on arrival) sends its records with the reads that lock its tasks,
 // and keeps them only if those reads find the tasks as the records assumed.
