@@ -243,6 +243,63 @@ func TestQueueReserveAnswers(t *testing.T) {
 	mustVerify(t, store)
 }
 
+// Transactions that each reserve for two workloads, in opposite orders,
+// with the workloads' rows older (lower ids) than the owner's: locking each
+// statement's rows in id order alone would deadlock them (one holds a
+// workload's row and waits for the owner's, the other the reverse); the
+// owner's row first never does.
+func TestReservationsAcrossWorkloadsDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	for _, l := range []budget.Limit{
+		{OwnerID: "acme", Workload: "a", Period: budget.PeriodNone, TotalMicros: 1_000_000},
+		{OwnerID: "acme", Workload: "b", Period: budget.PeriodNone, TotalMicros: 1_000_000},
+		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000_000},
+	} {
+		if _, err := store.SetLimit(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ownerRowFirst bool
+	if err := pool.QueryRow(ctx, `SELECT min(id) FILTER (WHERE workload = '') < min(id) FILTER (WHERE workload <> '') FROM budget_periods`).Scan(&ownerRowFirst); err != nil {
+		t.Fatal(err)
+	}
+	if ownerRowFirst {
+		t.Fatal("the owner's row has the lowest id: this test needs it last")
+	}
+	const txs = 40
+	errs := make(chan error, txs)
+	var wg sync.WaitGroup
+	for i := range txs {
+		ids := []string{newID(t, pool), newID(t, pool)}
+		order := []string{"a", "b"}
+		if i%2 == 1 {
+			order = []string{"b", "a"}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				b := &pgx.Batch{}
+				for j, w := range order {
+					budget.QueueReserve(b, budget.Reservation{TaskID: ids[j], OwnerID: "acme", Workload: w, Amount: 1, At: time.Now()})
+				}
+				return tx.SendBatch(ctx, b).Close()
+			})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("reserve: %v", err)
+		}
+	}
+	mustVerify(t, store)
+}
+
 func TestSettleAndReleaseKeepTheLedgerExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -74,13 +74,12 @@ func BalanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at ti
 // balance rows ids (from BalanceRowsTx). r.Amount must be positive, as
 // QueueReserveTx checks: the reservation's CHECK constraint refuses others.
 func QueueReserveOn(b *pgx.Batch, r Reservation, ids []int64) {
-	// One statement: the rows locked in id order (one lock order everywhere,
-	// whatever order a scan would meet them in: no deadlocks between
-	// reservations), the conditional UPDATE, the rows recording the
+	// One statement: the rows locked in the one lock order of balance rows
+	// (the lock order of balance rows, below), the conditional UPDATE, the rows recording the
 	// reservation, and the abort when a row could not cover the amount.
 	b.Queue(`
 		WITH locked AS (
-			SELECT id FROM budget_periods WHERE id = ANY($5) ORDER BY id FOR NO KEY UPDATE
+			SELECT id FROM budget_periods WHERE id = ANY($5) ORDER BY workload <> '', id FOR NO KEY UPDATE
 		), p AS (
 			UPDATE budget_periods
 			SET reserved_micros = reserved_micros + $3, updated_at = now()
@@ -135,7 +134,7 @@ func QueueReserve(b *pgx.Batch, r Reservation) {
 			       COALESCE(bool_or(workload = ''), false) AS capped
 			FROM rows
 		), locked AS (
-			SELECT id FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY id FOR NO KEY UPDATE
+			SELECT id FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY workload <> '', id FOR NO KEY UPDATE
 		), p AS (
 			UPDATE budget_periods
 			SET reserved_micros = reserved_micros + $3, updated_at = now()
@@ -171,6 +170,14 @@ func QueueReserve(b *pgx.Batch, r Reservation) {
 // ErrPeriodNotOpen is QueueReserve's answer when a balance row it needs
 // belongs to a period not opened yet; QueueReserveTx opens it.
 var ErrPeriodNotOpen = errors.New("budget: a period is not opened yet")
+
+// The lock order of balance rows: every statement that locks them locks
+// the owner's row (workload '') first, then its workloads' rows by id. A
+// transaction may run several such statements (a batch of admissions or settlements across
+// workloads), so id order within each statement would not be enough: with
+// the owner's row first, whoever holds any of an owner's rows of a period
+// holds that owner's row, and two transactions cannot each hold a row the
+// other waits for.
 
 // SQLSTATEs the statements of this package raise through tollgate_abort to
 // abort the caller's transaction.
@@ -322,8 +329,8 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
 		return fmt.Errorf("%w: negative settlement", ErrInvalid)
 	}
-	// One statement: it closes the reservation; locks its balance rows in id
-	// order, FOR NO KEY UPDATE rather than FOR UPDATE (a reservation of the
+	// One statement: it closes the reservation; locks its balance rows in
+	// the lock order of balance rows, FOR NO KEY UPDATE rather than FOR UPDATE (a reservation of the
 	// same owner holds a KEY SHARE lock on these rows, its ledger row's
 	// foreign key, before it updates them, and FOR UPDATE would queue behind
 	// that lock while holding the tuple lock the reservation's UPDATE then
@@ -341,7 +348,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 		), locked AS (
 			SELECT b.id, b.total_micros - b.spent_micros - (b.reserved_micros - r.amount_micros) AS headroom
 			FROM budget_periods b, r WHERE b.id = ANY(r.budget_period_ids)
-			ORDER BY b.id FOR NO KEY UPDATE OF b
+			ORDER BY b.workload <> '', b.id FOR NO KEY UPDATE OF b
 		), m AS (
 			SELECT r.owner_id, r.amount_micros AS amount, LEAST($7::bigint, (SELECT min(headroom) FROM locked)) AS charged FROM r
 		), p AS (
@@ -426,9 +433,11 @@ func ReleaseTx(ctx context.Context, tx pgx.Tx, taskID string) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, `
-		WITH p AS (
+		WITH locked AS (
+			SELECT id FROM budget_periods WHERE id = ANY($3) ORDER BY workload <> '', id FOR NO KEY UPDATE
+		), p AS (
 			UPDATE budget_periods SET reserved_micros = reserved_micros - $2, updated_at = now()
-			WHERE id = ANY($3) RETURNING id, owner_id, workload
+			WHERE id IN (SELECT id FROM locked) RETURNING id, owner_id, workload
 		)
 		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
 		SELECT owner_id, workload, id, $1, 'release', $2 FROM p`, taskID, amount, ids)
