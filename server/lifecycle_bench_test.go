@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -80,4 +81,39 @@ func BenchmarkTaskRoundTrips(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(trips.N()-before)/float64(b.N), "roundtrips/task")
+}
+
+// BenchmarkPollLargePrompt measures GET /v1/tasks/{id} on a finished task
+// whose prompt is 64 KiB: what a poll costs the process (allocs/op, B/op,
+// both sides of the in-process HTTP exchange) as prompts grow. A poll
+// answers the task's metadata, never its prompt, so the cost should not
+// follow the prompt's size. It asserts nothing.
+func BenchmarkPollLargePrompt(b *testing.B) {
+	e := newEnv(b, envOptions{})
+	key := e.owner("bench", accounts.RoleClient, 1<<50)
+	r := e.post(key, "large", taskBody(strings.Repeat("a long prompt ", 64<<10/14), 16), map[string]string{"Prefer": "wait=30"})
+	if r.status != http.StatusOK {
+		b.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	id := r.task(b).ID
+	client := &http.Client{}
+	get := func() {
+		req, _ := http.NewRequest(http.MethodGet, e.url+"/v1/tasks/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Fatalf("GET: %d", res.StatusCode)
+		}
+	}
+	get() // warm the key cache and the statement cache
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		get()
+	}
 }

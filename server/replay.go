@@ -35,10 +35,11 @@ func isStaff(p accounts.Principal) bool {
 // not found, not forbidden, so its existence is not disclosed).
 func recordTask(c echo.Context, d *Deps) (tasks.Task, error) {
 	p := principalOf(c)
+	owner := p.OwnerID
 	if isStaff(p) {
-		return d.Tasks.GetAny(c.Request().Context(), c.Param("id"))
+		owner = ""
 	}
-	return d.Tasks.Get(c.Request().Context(), p.OwnerID, c.Param("id"))
+	return d.Tasks.Record(c.Request().Context(), owner, c.Param("id"))
 }
 
 // getReplay: GET /v1/tasks/{id}/replay. Served from the database only; a

@@ -51,7 +51,7 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64) {
 		        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17,
 		        CASE WHEN $18 THEN 'running' ELSE 'queued' END, CASE WHEN $18 THEN 1 ELSE 0 END)
 		ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-		RETURNING `+taskColumns, a.id, a.owner, a.key, a.hash, a.stored, a.model, a.amount, a.deadline, sub.Workload,
+		RETURNING `+answerColumns, a.id, a.owner, a.key, a.hash, a.stored, a.model, a.amount, a.deadline, sub.Workload,
 		a.sealed, a.policy, sub.RerunOf, sub.Route, sub.PromptVersion,
 		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), jobID, a.onArrival).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, scanTask)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,7 +61,8 @@ type Config struct {
 	MaxAdmitting int
 	// ShedAdmittingAfter: past MaxAdmitting admissions in progress, a new
 	// task is shed only once the oldest of them has waited this long, so
-	// that a burst that is being admitted is not refused. Default 100ms.
+	// that a burst being admitted, or a hiccup of the host, is not refused.
+	// Default 500ms.
 	ShedAdmittingAfter time.Duration
 	// ShedQueueWait: Create sheds a new task that would wait in its
 	// provider key's queue when the next task of that queue has been due
@@ -141,7 +143,7 @@ func (c *Config) defaults() error {
 		c.MaxAdmitting = 64
 	}
 	if c.ShedAdmittingAfter <= 0 {
-		c.ShedAdmittingAfter = 100 * time.Millisecond
+		c.ShedAdmittingAfter = 500 * time.Millisecond
 	}
 	if c.ShedQueueWait == 0 {
 		c.ShedQueueWait = time.Minute
@@ -524,7 +526,7 @@ func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte, pr
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&policy)
 	})
-	b.Queue(`SELECT `+taskColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
+	b.Queue(`SELECT `+answerColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
 		owner, key, hash).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &hashOK) })
 		if len(list) == 1 {
@@ -569,22 +571,33 @@ func estimateInput(msgs []provider.Message) int64 {
 	return n
 }
 
-// Get returns the owner's task, or ErrNotFound, also for another owner's
-// task: its existence is not disclosed.
+// Get returns the owner's task as a client is answered (its Request holds
+// only the metadata; Record has the whole stored request), or ErrNotFound,
+// also for another owner's task: its existence is not disclosed.
 func (s *Service) Get(ctx context.Context, owner, id string) (Task, error) {
-	return s.get(ctx, owner, id)
+	return s.read(ctx, answerColumns, owner, id)
 }
 
-// GetAny returns any owner's task, for roles that may read across owners.
+// GetAny is Get for any owner's task, for roles that may read across
+// owners.
 func (s *Service) GetAny(ctx context.Context, id string) (Task, error) {
-	return s.get(ctx, "", id)
+	return s.read(ctx, answerColumns, "", id)
 }
 
-func (s *Service) get(ctx context.Context, owner, id string) (Task, error) {
+// Record returns the owner's task (any owner's for "") with its whole
+// stored request, as redacted under the owner's policy: what a replay
+// record shows. It returns ErrNotFound as Get does.
+func (s *Service) Record(ctx context.Context, owner, id string) (Task, error) {
+	return s.read(ctx, taskColumns, owner, id)
+}
+
+// read reads the owner's task (any owner's for "") with columns
+// (taskColumns or answerColumns).
+func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, ErrNotFound
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner)
+	rows, err := s.pool.Query(ctx, `SELECT `+columns+` FROM tasks WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner)
 	if err != nil {
 		return Task{}, fmt.Errorf("tasks: get: %w", err)
 	}
@@ -700,6 +713,13 @@ func page(list []Task, limit int) Page {
 const taskColumns = `id::text, owner_id, ` + statusExpr + `, idempotency_key, model, attempts, reserved_micros,
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
 	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id`
+
+// answerColumns are taskColumns for a task that is only answered to a
+// client: its stored request reduced to the metadata, the one part of the
+// request a client's view shows (Task.Request holds only that). Polls,
+// waits, replayed POSTs and admissions would otherwise decode the whole
+// stored prompt on every answer, at a cost that grows with its size.
+var answerColumns = strings.Replace(taskColumns, " request,", " jsonb_build_object('metadata', request->'metadata') AS request,", 1)
 
 // statusExpr is a task's status as clients see it, for queries on tasks
 // (unaliased): the stored one, except that a queued task whose River job is

@@ -364,7 +364,7 @@ func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, k
 			t, known = *known, nil
 		} else {
 			var err error
-			if t, err = s.Get(ctx, owner, id); err != nil {
+			if t, err = s.read(ctx, answerColumns, owner, id); err != nil {
 				return t, err
 			}
 		}
@@ -375,7 +375,7 @@ func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, k
 		case <-ctx.Done():
 			return t, nil
 		case <-deadline.C:
-			return s.Get(ctx, owner, id)
+			return s.read(ctx, answerColumns, owner, id)
 		case got := <-ch:
 			if got != nil && got.Status.Final() && (owner == "" || got.OwnerID == owner) {
 				return got.copy(), nil

@@ -1119,7 +1119,7 @@ func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure
 		b.Queue(finishSQL, id, string(status), res, f, sealed)
 		return
 	}
-	b.Queue(finishSQL+` RETURNING `+taskColumns, id, string(status), res, f, sealed).Query(func(rows pgx.Rows) (err error) {
+	b.Queue(finishSQL+` RETURNING `+answerColumns, id, string(status), res, f, sealed).Query(func(rows pgx.Rows) (err error) {
 		*into, err = pgx.CollectExactlyOneRow(rows, scanTask)
 		return err
 	})

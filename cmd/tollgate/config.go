@@ -39,6 +39,7 @@ type config struct {
 	DefaultMaxTokens int
 	Workers          int
 	MaxAdmitting     int           // 0: no bound
+	MaxAdmissionWait time.Duration // past MaxAdmitting
 	ShedQueueWait    time.Duration // 0: never
 	RescueAfter      time.Duration
 	SyncWait         time.Duration
@@ -90,6 +91,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.MaxAdmitting, err = intVar(getenv, "TOLLGATE_MAX_ADMITTING", 64, 0, 1_000_000); err != nil {
 		return c, err
 	}
+	admWait, err := intVar(getenv, "TOLLGATE_MAX_ADMISSION_WAIT_MS", 500, 1, 600_000)
+	if err != nil {
+		return c, err
+	}
+	c.MaxAdmissionWait = time.Duration(admWait) * time.Millisecond
 	shedWait, err := intVar(getenv, "TOLLGATE_SHED_QUEUE_WAIT_S", 60, 0, 86_400)
 	if err != nil {
 		return c, err
@@ -147,6 +153,7 @@ func (c config) logValue() slog.Value {
 		slog.Int("max_attempts", c.MaxAttempts),
 		slog.Int("workers", c.Workers),
 		slog.Int("max_admitting", c.MaxAdmitting),
+		slog.Int64("max_admission_wait_ms", c.MaxAdmissionWait.Milliseconds()),
 		slog.Int64("shed_queue_wait_s", int64(c.ShedQueueWait/time.Second)),
 		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
 		slog.String("config_file", c.ConfigFile),

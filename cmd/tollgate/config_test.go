@@ -20,6 +20,7 @@ func TestSheddingSettings(t *testing.T) {
 		{"zero is none", map[string]string{"TOLLGATE_MAX_ADMITTING": "0", "TOLLGATE_SHED_QUEUE_WAIT_S": "0"}, -1, -1, false},
 		{"negative admitting", map[string]string{"TOLLGATE_MAX_ADMITTING": "-1"}, 0, 0, true},
 		{"not a number", map[string]string{"TOLLGATE_SHED_QUEUE_WAIT_S": "1m"}, 0, 0, true},
+		{"admission wait zero", map[string]string{"TOLLGATE_MAX_ADMISSION_WAIT_MS": "0"}, 0, 0, true},
 		{"too long", map[string]string{"TOLLGATE_SHED_QUEUE_WAIT_S": "86401"}, 0, 0, true},
 	}
 	for _, c := range cases {

@@ -130,7 +130,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		QueueOnly: getenv("TOLLGATE_RUN_ON_ARRIVAL") == "off",
 		// Zero in the environment turns a bound off; zero in Config takes
 		// its default.
-		MaxAdmitting: orNone(cfg.MaxAdmitting), ShedQueueWait: orNone(cfg.ShedQueueWait),
+		MaxAdmitting: orNone(cfg.MaxAdmitting), ShedAdmittingAfter: cfg.MaxAdmissionWait, ShedQueueWait: orNone(cfg.ShedQueueWait),
 	})
 	if err != nil {
 		return err
