@@ -71,6 +71,10 @@ type shedder struct {
 	mu           sync.Mutex
 	started      map[uint64]time.Time // admissions in progress, by sequence number
 	seq          uint64
+	// behind: the bound found a backlog (see admit); until the admissions
+	// in progress fall to half the bound, every new one past the bound is
+	// refused, however young the oldest.
+	behind bool
 	// waits is the last wait read of each provider key's queue, in
 	// nanoseconds. The map is built once and only read after.
 	waits   map[string]*atomic.Int64
@@ -87,14 +91,22 @@ func newShedder(c *catalog.Catalog, cfg Config) *shedder {
 }
 
 // admit counts one admission in progress, or refuses it when the process
-// has maxAdmitting already and the oldest of them has waited longer than
-// the patience: a burst, admitted as fast as it arrives, is let through; a
-// backlog, whose oldest admissions wait on, is not. done must be called
-// once the admission ends.
+// has maxAdmitting already and the oldest of them has waited the patience:
+// a burst, admitted as fast as it arrives, is let through; a backlog, whose
+// oldest admissions wait on, is not. Once a backlog is found the bound is
+// strict until the admissions in progress fall to half of it, so that
+// under sustained overload an admission waits for about maxAdmitting
+// commits, not the patience again each time the oldest has gone. done
+// must be called once the admission ends.
 func (s *shedder) admit() (done func(), err error) {
 	now := time.Now()
 	s.mu.Lock()
-	if s.maxAdmitting > 0 && int64(len(s.started)) >= s.maxAdmitting && now.Sub(s.oldest()) >= s.patience {
+	n := int64(len(s.started))
+	if s.behind && n <= s.maxAdmitting/2 {
+		s.behind = false
+	}
+	if s.maxAdmitting > 0 && n >= s.maxAdmitting && (s.behind || now.Sub(s.oldest()) >= s.patience) {
+		s.behind = true
 		s.mu.Unlock()
 		s.metrics.Shed(ShedAdmissions)
 		return nil, &OverloadError{Reason: ShedAdmissions, RetryAfter: time.Second}

@@ -52,6 +52,50 @@ func TestShedderAdmissions(t *testing.T) {
 	}
 }
 
+// Once a backlog is found, the bound holds however young the oldest
+// admission in progress, until the admissions fall to half the bound.
+func TestShedderStaysStrictUntilTheBacklogClears(t *testing.T) {
+	cat := &catalog.Catalog{Providers: []catalog.Provider{{Key: "p"}}}
+	s := newShedder(cat, Config{MaxAdmitting: 4})
+	var done []func()
+	admit := func() error {
+		d, err := s.admit()
+		if err == nil {
+			done = append(done, d)
+		}
+		return err
+	}
+	for range 4 {
+		if err := admit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admit(); err == nil {
+		t.Fatal("fifth admission with no patience: admitted, want refused")
+	}
+	// A patient shedder now, as if the oldest were young: still strict.
+	s.patience = time.Hour
+	done[0]()
+	done = done[1:]
+	if err := admit(); err != nil {
+		t.Fatalf("under the bound: %v, want admitted", err)
+	}
+	if err := admit(); err == nil {
+		t.Fatal("at the bound while behind: admitted, want refused")
+	}
+	// Down to half the bound: the backlog has cleared, and the patience
+	// applies again.
+	for _, d := range done[:2] {
+		d()
+	}
+	done = done[2:]
+	for range 3 {
+		if err := admit(); err != nil {
+			t.Fatalf("after the backlog cleared: %v, want admitted (a burst)", err)
+		}
+	}
+}
+
 // The queue's bound: Retry-After is the excess over the bound, from one
 // second to thirty; an unknown key or no bound never refuses.
 func TestShedderQueue(t *testing.T) {
