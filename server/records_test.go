@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -258,3 +259,48 @@ func TestAdminSetsAnOwnersPrivacyPolicy(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// A task read to answer a client carries its metadata and not its stored
+// prompt (answers never show it, and decoding it on every poll would cost
+// in proportion to its size); a replay record's read carries the whole
+// stored request. Every kind of answer shows the metadata.
+func TestAnswersReadMetadataRecordsReadTheRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"a prompt to keep out of answers"}],"max_tokens":16,"metadata":{"ticket":"T-1"}}`)
+	r := e.post(key, "meta", body, map[string]string{"Prefer": "wait=10"})
+	if r.status != http.StatusOK {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	id := r.task(t).ID
+	answers := map[string]response{
+		"POST with wait": r,
+		"replayed POST":  e.post(key, "meta", body, nil),
+		"GET":            e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil),
+		"GET with wait":  e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, map[string]string{"Prefer": "wait=5"}),
+	}
+	for name, a := range answers {
+		if got := a.task(t).Metadata["ticket"]; got != "T-1" {
+			t.Errorf("%s: metadata ticket = %v, want T-1", name, got)
+		}
+		if strings.Contains(string(a.body), "a prompt to keep out") {
+			t.Errorf("%s: the answer shows the prompt: %s", name, a.body)
+		}
+	}
+	ctx := context.Background()
+	got, err := e.tasks.Get(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Request.Messages) != 0 || got.Request.Metadata["ticket"] != "T-1" {
+		t.Errorf("Get's request = %+v, want the metadata alone", got.Request)
+	}
+	rec, err := e.tasks.Record(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Request.Messages) != 1 || rec.Request.Messages[0].Content != "a prompt to keep out of answers" || rec.Metadata["ticket"] != "T-1" {
+		t.Errorf("Record's request = %+v, want the whole stored request", rec.Request)
+	}
+}
