@@ -74,37 +74,8 @@ func BalanceRowsTx(ctx context.Context, tx pgx.Tx, owner, workload string, at ti
 // balance rows ids (from BalanceRowsTx). r.Amount must be positive, as
 // QueueReserveTx checks: the reservation's CHECK constraint refuses others.
 func QueueReserveOn(b *pgx.Batch, r Reservation, ids []int64) {
-	// One statement: the rows locked in the one lock order of balance rows
-	// (the lock order of balance rows, below), the conditional UPDATE, the rows recording the
-	// reservation, and the abort when a row could not cover the amount.
-	b.Queue(`
-		WITH locked AS (
-			SELECT id FROM budget_periods WHERE id = ANY($5) ORDER BY workload <> '', id FOR NO KEY UPDATE
-		), p AS (
-			UPDATE budget_periods
-			SET reserved_micros = reserved_micros + $3, updated_at = now()
-			WHERE id IN (SELECT id FROM locked) AND total_micros - reserved_micros - spent_micros >= $3
-			RETURNING id, owner_id, workload
-		), res AS (
-			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
-			VALUES ($1, $2, $3, $4, $5)
-		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
-			SELECT owner_id, workload, id, $1, 'reserve', $3 FROM p
-		)
-		SELECT CASE WHEN count(*) = cardinality($5::bigint[]) THEN count(*)
-		            ELSE tollgate_abort('`+codeInsufficient+`', 'budget: insufficient budget for the reservation') END
-		FROM p`,
-		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids).QueryRow(func(row pgx.Row) error {
-		var n int64
-		if err := row.Scan(&n); err != nil {
-			if isCode(err, codeInsufficient) {
-				return ErrInsufficient
-			}
-			return fmt.Errorf("budget: reserve: %w", err)
-		}
-		return nil
-	})
+	b.Queue(`WITH found AS (SELECT $5::bigint[] AS ids, true AS open, true AS capped)`+reserveSQL,
+		r.TaskID, r.OwnerID, r.Amount, r.Estimated, ids).QueryRow(scanReserved)
 }
 
 // QueueReserve queues on b the reservation of QueueReserveOn for r, finding
@@ -119,8 +90,8 @@ func QueueReserve(b *pgx.Batch, r Reservation) {
 	daily, _ := PeriodDaily.Bounds(r.At)
 	monthly, _ := PeriodMonthly.Bounds(r.At)
 	none, _ := PeriodNone.Bounds(r.At)
-	// The rows as QueueBalanceRows reads them; then, as QueueReserveOn,
-	// locked in id order, updated on condition, recorded, and the abort.
+	// The rows as QueueBalanceRows reads them, found: whether every period
+	// is open and whether the owner has a budget at all.
 	b.Queue(`
 		WITH rows AS (
 			SELECT l.workload, p.id
@@ -133,38 +104,50 @@ func QueueReserve(b *pgx.Batch, r Reservation) {
 			       COALESCE(bool_and(id IS NOT NULL), false) AS open,
 			       COALESCE(bool_or(workload = ''), false) AS capped
 			FROM rows
-		), locked AS (
-			SELECT id FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY workload <> '', id FOR NO KEY UPDATE
-		), p AS (
-			UPDATE budget_periods
-			SET reserved_micros = reserved_micros + $3, updated_at = now()
-			WHERE id IN (SELECT id FROM locked) AND total_micros - reserved_micros - spent_micros >= $3
-			RETURNING id, owner_id, workload
-		), res AS (
-			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
-			SELECT $1, $2, $3, $4, ids FROM found
-		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
-			SELECT owner_id, workload, id, $1, 'reserve', $3 FROM p
-		)
-		SELECT CASE WHEN NOT f.capped THEN tollgate_abort('`+codeInsufficient+`', 'budget: the owner has no budget')
-		            WHEN NOT f.open THEN tollgate_abort('`+codePeriodNotOpen+`', 'budget: a period is not opened yet')
-		            WHEN (SELECT count(*) FROM p) = cardinality(f.ids) THEN cardinality(f.ids)
-		            ELSE tollgate_abort('`+codeInsufficient+`', 'budget: insufficient budget for the reservation') END
-		FROM found f`,
-		r.TaskID, r.OwnerID, r.Amount, r.Estimated, r.Workload, daily, monthly, none).QueryRow(func(row pgx.Row) error {
-		var n int64
-		if err := row.Scan(&n); err != nil {
-			switch {
-			case isCode(err, codeInsufficient):
-				return ErrInsufficient
-			case isCode(err, codePeriodNotOpen):
-				return ErrPeriodNotOpen
-			}
-			return fmt.Errorf("budget: reserve: %w", err)
+		)`+reserveSQL,
+		r.TaskID, r.OwnerID, r.Amount, r.Estimated, r.Workload, daily, monthly, none).QueryRow(scanReserved)
+}
+
+// reserveSQL is the reservation itself, after a CTE named found that gives
+// the balance rows' ids (ids), whether their periods are all open (open)
+// and whether the owner has a budget (capped); $1 to $4 are the task, the
+// owner, the amount and whether it is estimated. One statement: the rows
+// locked in the lock order of balance rows (below), the conditional
+// UPDATE, the rows recording the reservation, and the abort when a row
+// could not cover the amount.
+const reserveSQL = `, locked AS (
+		SELECT id FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY workload <> '', id FOR NO KEY UPDATE
+	), p AS (
+		UPDATE budget_periods
+		SET reserved_micros = reserved_micros + $3, updated_at = now()
+		WHERE id IN (SELECT id FROM locked) AND total_micros - reserved_micros - spent_micros >= $3
+		RETURNING id, owner_id, workload
+	), res AS (
+		INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
+		SELECT $1, $2, $3, $4, ids FROM found
+	), l AS (
+		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
+		SELECT owner_id, workload, id, $1, 'reserve', $3 FROM p
+	)
+	SELECT CASE WHEN NOT f.capped THEN tollgate_abort('` + codeInsufficient + `', 'budget: the owner has no budget')
+	            WHEN NOT f.open THEN tollgate_abort('` + codePeriodNotOpen + `', 'budget: a period is not opened yet')
+	            WHEN (SELECT count(*) FROM p) = cardinality(f.ids) THEN cardinality(f.ids)
+	            ELSE tollgate_abort('` + codeInsufficient + `', 'budget: insufficient budget for the reservation') END
+	FROM found f`
+
+// scanReserved reads a reservation's answer (reserveSQL).
+func scanReserved(row pgx.Row) error {
+	var n int64
+	if err := row.Scan(&n); err != nil {
+		switch {
+		case isCode(err, codeInsufficient):
+			return ErrInsufficient
+		case isCode(err, codePeriodNotOpen):
+			return ErrPeriodNotOpen
 		}
-		return nil
-	})
+		return fmt.Errorf("budget: reserve: %w", err)
+	}
+	return nil
 }
 
 // ErrPeriodNotOpen is QueueReserve's answer when a balance row it needs
