@@ -112,6 +112,16 @@ func reserveInOne(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation)
 	return err
 }
 
+// setLimits sets each limit, failing the test on the first error.
+func setLimits(t *testing.T, store *budget.Store, limits ...budget.Limit) {
+	t.Helper()
+	for _, l := range limits {
+		if _, err := store.SetLimit(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func mustVerify(t *testing.T, store *budget.Store) {
 	t.Helper()
 	mm, err := store.Verify(context.Background())
@@ -142,15 +152,11 @@ func testConcurrentReservations(t *testing.T, reserve func(context.Context, *pgx
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
 	store := budget.NewStore(pool, nil)
-	for _, l := range []budget.Limit{
-		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 10_000},                   // 100 reservations of 100
-		{OwnerID: "acme", Workload: "batch", Period: budget.PeriodNone, TotalMicros: 3_000}, // 30
-		{OwnerID: "acme", Workload: "chat", Period: budget.PeriodNone, TotalMicros: 8_000},  // 80, but the owner binds first
-	} {
-		if _, err := store.SetLimit(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLimits(t, store,
+		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 10_000},                   // 100 reservations of 100
+		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodNone, TotalMicros: 3_000}, // 30
+		budget.Limit{OwnerID: "acme", Workload: "chat", Period: budget.PeriodNone, TotalMicros: 8_000},  // 80, but the owner binds first
+	)
 	var mu sync.Mutex
 	admitted := map[string]int{}
 	var wg sync.WaitGroup
@@ -198,14 +204,10 @@ func TestQueueReserveAnswers(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
 	store := budget.NewStore(pool, nil)
-	for _, l := range []budget.Limit{
-		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000},
-		{OwnerID: "acme", Workload: "batch", Period: budget.PeriodDaily, TotalMicros: 300},
-	} {
-		if _, err := store.SetLimit(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLimits(t, store,
+		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000},
+		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodDaily, TotalMicros: 300},
+	)
 	now := time.Now()
 	one := func(r budget.Reservation) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -253,15 +255,11 @@ func TestReservationsAcrossWorkloadsDoNotDeadlock(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testdb.NewPool(t)
 	store := budget.NewStore(pool, nil)
-	for _, l := range []budget.Limit{
-		{OwnerID: "acme", Workload: "a", Period: budget.PeriodNone, TotalMicros: 1_000_000},
-		{OwnerID: "acme", Workload: "b", Period: budget.PeriodNone, TotalMicros: 1_000_000},
-		{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000_000},
-	} {
-		if _, err := store.SetLimit(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLimits(t, store,
+		budget.Limit{OwnerID: "acme", Workload: "a", Period: budget.PeriodNone, TotalMicros: 1_000_000},
+		budget.Limit{OwnerID: "acme", Workload: "b", Period: budget.PeriodNone, TotalMicros: 1_000_000},
+		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000_000},
+	)
 	var ownerRowFirst bool
 	if err := pool.QueryRow(ctx, `SELECT min(id) FILTER (WHERE workload = '') < min(id) FILTER (WHERE workload <> '') FROM budget_periods`).Scan(&ownerRowFirst); err != nil {
 		t.Fatal(err)
