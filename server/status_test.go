@@ -126,7 +126,7 @@ func checkStatusShape(t *testing.T, body []byte) {
 	}
 	keys("report", raw, "at", "queues", "gates", "budgets", "oldest")
 	items := map[string][]string{
-		"queues":  {"name", "available", "scheduled", "running", "running_inline", "retryable", "oldest_seconds"},
+		"queues":  {"name", "available", "scheduled", "running", "running_inline", "retryable", "oldest_seconds", "due_wait_seconds"},
 		"gates":   {"provider_key", "state", "paused_until", "next_probe_at", "opened_at", "reason_class", "reason_code"},
 		"budgets": {"owner_id", "workload", "period", "period_start", "total_micros", "reserved_micros", "spent_micros", "used_pct"},
 		"oldest":  {"task_id", "owner_id", "model", "status", "created_at", "age_seconds", "waiting_for"},

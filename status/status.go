@@ -52,6 +52,10 @@ type Queue struct {
 	RunningInline int64   `json:"running_inline" db:"running_inline"`
 	Retryable     int64   `json:"retryable" db:"retryable"`
 	OldestSeconds float64 `json:"oldest_seconds" db:"oldest_seconds"`
+	// DueWaitSeconds is how long the longest-due available job has waited
+	// for a worker: how far behind the workers are, and what
+	// TOLLGATE_SHED_QUEUE_WAIT_S compares against. 0 when none is due.
+	DueWaitSeconds float64 `json:"due_wait_seconds" db:"due_wait_seconds"`
 }
 
 // Gate is a provider key's throttle pause and circuit breaker, as every
@@ -136,7 +140,7 @@ func collect[T any](ctx context.Context, q Querier, sql string, args ...any) ([]
 // is stored queued.
 const queuesSQL = `
 	WITH unfinished AS (
-		SELECT queue, state, created_at,
+		SELECT queue, state, created_at, scheduled_at,
 		       state = 'scheduled' AND kind = 'tollgate_task' AND EXISTS (
 		           SELECT 1 FROM tasks t
 		           WHERE t.id = (river_job.args->>'task_id')::uuid AND t.job_id = river_job.id AND t.status = 'running') AS inline
@@ -149,7 +153,8 @@ const queuesSQL = `
 		       count(*) FILTER (WHERE state = 'running')   AS running,
 		       count(*) FILTER (WHERE inline)              AS running_inline,
 		       count(*) FILTER (WHERE state = 'retryable') AS retryable,
-		       min(created_at) AS oldest
+		       min(created_at) AS oldest,
+		       min(scheduled_at) FILTER (WHERE state = 'available') AS due
 		FROM unfinished
 		GROUP BY queue
 	)
@@ -159,7 +164,8 @@ const queuesSQL = `
 	       COALESCE(j.running, 0) AS running,
 	       COALESCE(j.running_inline, 0) AS running_inline,
 	       COALESCE(j.retryable, 0) AS retryable,
-	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.oldest), 0), 0)::float8 AS oldest_seconds
+	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.oldest), 0), 0)::float8 AS oldest_seconds,
+	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.due), 0), 0)::float8 AS due_wait_seconds
 	FROM jobs j FULL JOIN river_queue q ON q.name = j.queue
 	ORDER BY 1`
 

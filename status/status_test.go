@@ -35,12 +35,12 @@ INSERT INTO provider_keys (key, state, paused_until, next_probe_at, reason_class
   ('anthropic', 'paused', '2030-01-01T00:00:05Z', NULL,                   'throttled', 'rate_limit_exceeded', NULL),
   ('workers',   'closed', NULL,                   NULL,                   NULL,        NULL,                  NULL);
 
-INSERT INTO river_job (kind, max_attempts, args, queue, state, created_at, attempted_at, finalized_at) VALUES
-  ('task', 25, '{}', 'provider_openai',    'available', '2020-01-01T00:05:00Z', NULL, NULL),
-  ('task', 25, '{}', 'provider_openai',    'scheduled', '2020-01-01T00:00:00Z', NULL, NULL),
-  ('task', 25, '{}', 'provider_openai',    'retryable', '2020-01-01T00:06:00Z', NULL, NULL),
-  ('task', 25, '{}', 'provider_anthropic', 'running',   '2020-01-01T00:07:00Z', now(), NULL),
-  ('task', 25, '{}', 'provider_anthropic', 'completed', '2019-01-01T00:00:00Z', now(), now());
+INSERT INTO river_job (kind, max_attempts, args, queue, state, created_at, scheduled_at, attempted_at, finalized_at) VALUES
+  ('task', 25, '{}', 'provider_openai',    'available', '2020-01-01T00:05:00Z', '2020-01-01T00:08:00Z', NULL, NULL),
+  ('task', 25, '{}', 'provider_openai',    'scheduled', '2020-01-01T00:00:00Z', now(), NULL, NULL),
+  ('task', 25, '{}', 'provider_openai',    'retryable', '2020-01-01T00:06:00Z', now(), NULL, NULL),
+  ('task', 25, '{}', 'provider_anthropic', 'running',   '2020-01-01T00:07:00Z', now(), now(), NULL),
+  ('task', 25, '{}', 'provider_anthropic', 'completed', '2019-01-01T00:00:00Z', now(), now(), now());
 -- Two task jobs scheduled: one the safety net of task 2, stored running on
 -- arrival (running inline); the other task 3's, stored queued (a retry
 -- waiting for its time: scheduled).
@@ -111,7 +111,8 @@ func TestCollect(t *testing.T) {
 		At: got.At,
 		Queues: []status.Queue{
 			{Name: "provider_anthropic", Running: 1, OldestSeconds: age("2020-01-01T00:07:00Z")},
-			{Name: "provider_openai", Available: 1, Scheduled: 2, RunningInline: 1, Retryable: 1, OldestSeconds: age("2020-01-01T00:00:00Z")},
+			{Name: "provider_openai", Available: 1, Scheduled: 2, RunningInline: 1, Retryable: 1, OldestSeconds: age("2020-01-01T00:00:00Z"),
+				DueWaitSeconds: age("2020-01-01T00:08:00Z")},
 			{Name: "provider_workers"},
 		},
 		Gates: []status.Gate{

@@ -15,13 +15,16 @@ func (r Report) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "Tollgate status at %s\n", r.At.UTC().Format(time.RFC3339))
 
-	section(ew, "Queues", len(r.Queues), "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tINLINE\tRETRYABLE\tOLDEST", func(tw io.Writer) {
+	section(ew, "Queues", len(r.Queues), "QUEUE\tAVAILABLE\tSCHEDULED\tRUNNING\tINLINE\tRETRYABLE\tOLDEST\tDUE WAIT", func(tw io.Writer) {
 		for _, q := range r.Queues {
-			oldest := "-"
+			oldest, due := "-", "-"
 			if q.Available+q.Scheduled+q.Running+q.RunningInline+q.Retryable > 0 {
 				oldest = human(seconds(q.OldestSeconds))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(q.Name), q.Available, q.Scheduled, q.Running, q.RunningInline, q.Retryable, oldest)
+			if q.Available > 0 {
+				due = human(seconds(q.DueWaitSeconds))
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", cell(q.Name), q.Available, q.Scheduled, q.Running, q.RunningInline, q.Retryable, oldest, due)
 		}
 	})
 

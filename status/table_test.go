@@ -44,7 +44,7 @@ Oldest unfinished tasks
 			report: status.Report{
 				At: at,
 				Queues: []status.Queue{
-					{Name: "provider_openai", Available: 12, Scheduled: 3, Running: 100, RunningInline: 40, Retryable: 1, OldestSeconds: 725.4},
+					{Name: "provider_openai", Available: 12, Scheduled: 3, Running: 100, RunningInline: 40, Retryable: 1, OldestSeconds: 725.4, DueWaitSeconds: 42.2},
 					{Name: "provider_idle"},
 				},
 				Gates: []status.Gate{
@@ -66,9 +66,9 @@ Oldest unfinished tasks
 			want: `Tollgate status at 2026-11-30T12:00:00Z
 
 Queues
-QUEUE            AVAILABLE  SCHEDULED  RUNNING  INLINE  RETRYABLE  OLDEST
-provider_openai  12         3          100      40      1          12m5s
-provider_idle    0          0          0        0       0          -
+QUEUE            AVAILABLE  SCHEDULED  RUNNING  INLINE  RETRYABLE  OLDEST  DUE WAIT
+provider_openai  12         3          100      40      1          12m5s   42s
+provider_idle    0          0          0        0       0          -       -
 
 Provider keys (throttle pauses and circuit breakers)
 KEY         STATE   PAUSED UNTIL  NEXT PROBE                     OPENED                           REASON
