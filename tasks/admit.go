@@ -116,9 +116,9 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 
 // admitTogether writes a with the other admissions of its owner that are
 // waiting (see together), in one transaction: their jobs in one statement,
-// then their rows, their reservations and COMMIT in one round trip. It returns nil once the batch committed: a is
-// then admitted, or a.taken says a concurrent request holds its key. It
-// returns errAlone when the batch did not commit (a budget that cannot
+// then their rows, their reservations and COMMIT in one round trip. It
+// returns nil once the batch committed: a is then admitted, or a.taken
+// says another submission of the batch holds its key. It returns errAlone when the batch did not commit (a budget that cannot
 // cover every reservation, a key taken by a concurrent request, a period
 // not opened yet, an error): each admission then takes admitAlone, which
 // tells those cases apart.
