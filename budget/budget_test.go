@@ -97,15 +97,21 @@ func reserve(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) erro
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return budget.ReserveTx(ctx, tx, r) })
 }
 
-// reserveInOne reserves as a batch of admissions does: QueueReserve's one
-// statement, and ReserveTx in a new transaction when it finds a period not
-// opened yet.
-func reserveInOne(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+// queueReserve runs QueueReserve's one statement in a transaction of its
+// own.
+func queueReserve(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		budget.QueueReserve(b, r)
 		return tx.SendBatch(ctx, b).Close()
 	})
+}
+
+// reserveInOne reserves as a batch of admissions does: QueueReserve's one
+// statement, and ReserveTx in a new transaction when it finds a period not
+// opened yet.
+func reserveInOne(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
+	err := queueReserve(ctx, pool, r)
 	if errors.Is(err, budget.ErrPeriodNotOpen) {
 		return reserve(ctx, pool, r)
 	}
@@ -209,13 +215,6 @@ func TestQueueReserveAnswers(t *testing.T) {
 		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodDaily, TotalMicros: 300},
 	)
 	now := time.Now()
-	one := func(r budget.Reservation) error {
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			budget.QueueReserve(b, r)
-			return tx.SendBatch(ctx, b).Close()
-		})
-	}
 	cases := []struct {
 		name string
 		r    budget.Reservation
@@ -230,7 +229,7 @@ func TestQueueReserveAnswers(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.r.TaskID = newID(t, pool)
-		if err := one(c.r); !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+		if err := queueReserve(ctx, pool, c.r); !errors.Is(err, c.want) || (c.want == nil && err != nil) {
 			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
 		}
 	}
