@@ -288,9 +288,13 @@ func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at tim
 
 func adjustTx(ctx context.Context, tx pgx.Tx, id, delta int64, kind, actor, note string) error {
 	_, err := tx.Exec(ctx, `
-		WITH p AS (
-			UPDATE budget_periods SET total_micros = total_micros + $2, updated_at = now() WHERE id = $1
-			RETURNING owner_id, workload
+		WITH k AS (
+			SELECT `+lockedAmounts+` FROM budget_periods WHERE id = $1 FOR NO KEY UPDATE
+		), p AS (
+			UPDATE budget_periods b SET updated_at = now(), total_micros = k.total_micros + $2,
+			       reserved_micros = k.reserved_micros, spent_micros = k.spent_micros
+			FROM k WHERE b.id = k.id
+			RETURNING b.owner_id, b.workload
 		)
 		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
 		SELECT owner_id, workload, $1, $3, $2, $4, $5 FROM p`, id, delta, kind, actor, note)

@@ -116,12 +116,13 @@ func QueueReserve(b *pgx.Batch, r Reservation) {
 // UPDATE, the rows recording the reservation, and the abort when a row
 // could not cover the amount.
 const reserveSQL = `, locked AS (
-		SELECT id FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY workload <> '', id FOR NO KEY UPDATE
+		SELECT ` + lockedAmounts + ` FROM budget_periods WHERE id IN (SELECT unnest(ids) FROM found) ORDER BY workload <> '', id FOR NO KEY UPDATE
 	), p AS (
-		UPDATE budget_periods
-		SET reserved_micros = reserved_micros + $3, updated_at = now()
-		WHERE id IN (SELECT id FROM locked) AND total_micros - reserved_micros - spent_micros >= $3
-		RETURNING id, owner_id, workload
+		UPDATE budget_periods b
+		SET ` + setFromLocked + `, reserved_micros = k.reserved_micros + $3, spent_micros = k.spent_micros
+		FROM locked k
+		WHERE b.id = k.id AND k.total_micros - k.reserved_micros - k.spent_micros >= $3
+		RETURNING b.id, b.owner_id, b.workload
 	), res AS (
 		INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
 		SELECT $1, $2, $3, $4, ids FROM found
@@ -153,6 +154,23 @@ func scanReserved(row pgx.Row) error {
 // ErrPeriodNotOpen is QueueReserve's answer when a balance row it needs
 // belongs to a period not opened yet; QueueReserveTx opens it.
 var ErrPeriodNotOpen = errors.New("budget: a period is not opened yet")
+
+// A statement that locks balance rows and updates them computes the new
+// amounts from the rows as it locked them (lockedAmounts; setFromLocked,
+// then reserved and spent), never from the rows its UPDATE scanned. Under READ COMMITTED the UPDATE
+// scans with the statement's snapshot, taken before the lock was granted:
+// when another transaction changed a row meanwhile, the scan finds the old
+// version, evaluates its WHERE on it (a reservation the newest version can
+// cover would be refused) and builds the new row from it, and PostgreSQL
+// checks the CHECK constraint on that row before it finds the newer
+// version and re-evaluates (a settlement charged to the newest headroom
+// would fail with budget_periods_amounts, seen under concurrent
+// settlements near a cap). The locked values are the newest version, and
+// stay so while the lock is held.
+const (
+	lockedAmounts = `id, total_micros, reserved_micros, spent_micros`
+	setFromLocked = `updated_at = now(), total_micros = k.total_micros`
+)
 
 // The lock order of balance rows: every statement that locks them locks
 // the owner's row (workload '') first, then its workloads' rows by id. A
@@ -329,15 +347,15 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 			WHERE task_id = $1 AND state = 'held'
 			RETURNING owner_id, amount_micros, budget_period_ids
 		), locked AS (
-			SELECT b.id, b.total_micros - b.spent_micros - (b.reserved_micros - r.amount_micros) AS headroom
+			SELECT b.id, b.total_micros, b.reserved_micros, b.spent_micros,
+			       b.total_micros - b.spent_micros - (b.reserved_micros - r.amount_micros) AS headroom
 			FROM budget_periods b, r WHERE b.id = ANY(r.budget_period_ids)
 			ORDER BY b.workload <> '', b.id FOR NO KEY UPDATE OF b
 		), m AS (
 			SELECT r.owner_id, r.amount_micros AS amount, LEAST($7::bigint, (SELECT min(headroom) FROM locked)) AS charged FROM r
 		), p AS (
-			UPDATE budget_periods b SET reserved_micros = b.reserved_micros - m.amount, spent_micros = b.spent_micros + m.charged,
-			       updated_at = now()
-			FROM m WHERE b.id IN (SELECT id FROM locked)
+			UPDATE budget_periods b SET `+setFromLocked+`, reserved_micros = k.reserved_micros - m.amount, spent_micros = k.spent_micros + m.charged
+			FROM m, locked k WHERE b.id = k.id
 			RETURNING b.id, b.owner_id, b.workload, b.period_start, b.spent_micros, b.total_micros
 		), l AS (
 			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros,
@@ -417,10 +435,10 @@ func ReleaseTx(ctx context.Context, tx pgx.Tx, taskID string) error {
 	}
 	_, err = tx.Exec(ctx, `
 		WITH locked AS (
-			SELECT id FROM budget_periods WHERE id = ANY($3) ORDER BY workload <> '', id FOR NO KEY UPDATE
+			SELECT `+lockedAmounts+` FROM budget_periods WHERE id = ANY($3) ORDER BY workload <> '', id FOR NO KEY UPDATE
 		), p AS (
-			UPDATE budget_periods SET reserved_micros = reserved_micros - $2, updated_at = now()
-			WHERE id IN (SELECT id FROM locked) RETURNING id, owner_id, workload
+			UPDATE budget_periods b SET `+setFromLocked+`, reserved_micros = k.reserved_micros - $2, spent_micros = k.spent_micros
+			FROM locked k WHERE b.id = k.id RETURNING b.id, b.owner_id, b.workload
 		)
 		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
 		SELECT owner_id, workload, id, $1, 'release', $2 FROM p`, taskID, amount, ids)
