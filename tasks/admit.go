@@ -170,7 +170,8 @@ func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 			return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(batch))
 		}
 		// The rows, the check that every key was free, the reservations
-		// (each finding its balance rows) and COMMIT: one round trip. A key
+		// (one statement: each balance row updated once, with their sum)
+		// and COMMIT: one round trip. A key
 		// a concurrent request took, a budget short for one task or a
 		// period not opened yet aborts the batch, and each admission then
 		// takes admitAlone, which tells those cases apart.
@@ -184,9 +185,11 @@ func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 		b.Queue(`SELECT CASE WHEN count(*) = $2 THEN count(*)
 		                     ELSE tollgate_abort('TG409', 'tasks: an idempotency key of the batch is taken') END
 		         FROM tasks WHERE id = ANY($1::uuid[])`, ids, len(ids))
-		for _, a := range batch {
-			budget.QueueReserve(b, a.reservation(at))
+		rs := make([]budget.Reservation, len(batch))
+		for i, a := range batch {
+			rs[i] = a.reservation(at)
 		}
+		budget.QueueReserveMany(b, rs)
 		// Not under the owner's queue (commitOnBudget): the rows inserted
 		// before the reservation may wait for a concurrent request's
 		// uncommitted row with the same key, which may itself be waiting

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/provider"
 )
@@ -59,7 +60,7 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 	early := !slices.ContainsFunc(calls, func(c *succeededCall) bool { return !c.b.sent })
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		states := make([]attemptState, len(calls))
-		first, records, settles := &pgx.Batch{}, &pgx.Batch{}, &pgx.Batch{}
+		first, records, settles := &pgx.Batch{}, &pgx.Batch{}, &budget.Settlements{}
 		for i, c := range calls {
 			first.Queue(attemptStateSQL+lockAttemptSQL, c.b.task.ID).Query(func(rows pgx.Rows) (err error) {
 				states[i], err = collectAttemptState(rows)
@@ -96,14 +97,19 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 			}
 		}
 		// The records first, then, under the owner's queue, only the
-		// settlements with COMMIT: the queue, which admissions share, is
-		// held for the statements on the budget row alone.
+		// settlements (one statement, each balance row updated once with
+		// the batch's totals) with COMMIT: the queue, which admissions
+		// share, is held for the statement on the budget row alone. A
+		// batch a balance row cannot charge in full rolls back, and each
+		// member is recorded alone, where a shortfall is recorded.
 		if !early {
 			if err := tx.SendBatch(ctx, records).Close(); err != nil {
 				return err
 			}
 		}
-		return s.commitOnBudget(ctx, tx, owner, settles)
+		b := &pgx.Batch{}
+		settles.Queue(b, s.cfg.AlertThresholds)
+		return s.commitOnBudget(ctx, tx, owner, b)
 	})
 	if err != nil {
 		return errAlone
@@ -114,7 +120,7 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 
 // queueRecords queues c's records on records and its settlement on
 // settles, for its task as st has it.
-func (s *Service) queueRecords(records, settles *pgx.Batch, st attemptState, c *succeededCall) error {
+func (s *Service) queueRecords(records *pgx.Batch, settles *budget.Settlements, st attemptState, c *succeededCall) error {
 	if err := s.queueSuccess(records, settles, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
 		return err
 	}

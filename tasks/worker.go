@@ -700,9 +700,11 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			}
 			r.queueDone(batch)
 			var res successResult
-			if err := s.queueSuccess(batch, batch, st, r, b, resp, latency, &res); err != nil {
+			var settle budget.Settlements
+			if err := s.queueSuccess(batch, &settle, st, r, b, resp, latency, &res); err != nil {
 				return err
 			}
+			settle.Queue(batch, s.cfg.AlertThresholds)
 			if err := s.commitOnBudget(ctx, tx, t.OwnerID, batch); err != nil {
 				return err
 			}
@@ -900,10 +902,11 @@ type successResult struct {
 // job that runs again after a crash finds its task finished and makes no
 // call.
 //
-// The settlement goes on settle, which may be batch itself: a caller that
-// records many successes sends their records first and only their
-// settlements with COMMIT, under the owner's queue.
-func (s *Service) queueSuccess(batch, settle *pgx.Batch, st attemptState, r *run, b *begunAttempt,
+// The settlement is added to settle, for the caller to queue after the
+// records: a caller that records many successes sends their records first
+// and only their settlements (one statement) with COMMIT, under the
+// owner's queue.
+func (s *Service) queueSuccess(batch *pgx.Batch, settle *budget.Settlements, st attemptState, r *run, b *begunAttempt,
 	resp *provider.Response, latency time.Duration, res *successResult) error {
 	t := st.task
 	t.Request = b.raw
@@ -1024,7 +1027,7 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 // finance sees an upper bound rather than a silent undercount. settled is
 // filled in when the batch's results are read, and so is finished, when
 // not nil, with the task as its finish stored it.
-func (s *Service) queueSucceeded(batch, settle *pgx.Batch, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status,
+func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status,
 	settled *budget.Settled, finished *Task) error {
 	u := Usage{Source: budget.SourceReported}
 	if resp.Usage != nil {
@@ -1049,10 +1052,10 @@ func (s *Service) queueSucceeded(batch, settle *pgx.Batch, t Task, m catalog.Mod
 	}
 	// Settlement last: it locks the owner's budget row, which every task of
 	// the owner needs.
-	return budget.QueueSettle(settle, budget.Settlement{
+	return settle.Add(budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		Source: u.Source, CostMicros: cost,
-	}, s.cfg.AlertThresholds, settled)
+	}, settled)
 }
 
 // finishFailed ends a failed task. With no ambiguous attempt nothing was
