@@ -42,9 +42,16 @@ const codeBatchShort = "TG403"
 // batch cannot be held in full (a row short, an owner with no budget, a
 // period not opened yet) the statement aborts the transaction and b's
 // results return ErrInsufficient or ErrPeriodNotOpen; the caller then
-// reserves each member on its own. Every amount must be positive.
+// reserves each member on its own. Every amount must be positive. A batch
+// of one is QueueReserve's.
 func QueueReserveMany(b *pgx.Batch, rs []Reservation) {
-	if len(rs) == 0 {
+	switch len(rs) {
+	case 0:
+		return
+	case 1:
+		// QueueReserve's statement is cheaper for one (no arrays to
+		// unnest and group): about 0.13 ms a call in BenchmarkBatch.
+		QueueReserve(b, rs[0])
 		return
 	}
 	at := rs[0].At
