@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -154,5 +155,85 @@ func (e *env) expectScalars(checks []scalarCheck) {
 		if got := e.scalar(c.sql); got != c.want {
 			e.t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// TestAdmissionMeetingAKeyTakenByAnotherInstance races one key across two
+// instances deterministically: the first instance's admission has written
+// its task row and waits, uncommitted, for the owner's balance rows (held
+// by the test); the second's batch then writes the same key and waits for
+// that row. When the first commits, the second's batch fails on the
+// unique key (it is sent with its COMMIT, so the failure must stop that
+// commit), and the second submission answers from the first's task: a
+// replay for the same body (202, the task still queued), 422
+// idempotency_key_reused for a different one. Either way
+// the key ends with one task, one job and one held reservation, and the
+// second's rolled-back job and reservation leave nothing behind.
+func TestAdmissionMeetingAKeyTakenByAnotherInstance(t *testing.T) {
+	t.Parallel()
+	first := newEnv(t, envOptions{noWorkers: true, queueOnly: true})
+	second := newEnv(t, envOptions{noWorkers: true, queueOnly: true, pool: first.pool})
+	key := first.owner("keyrace", accounts.RoleClient, 1_000_000_000)
+	ctx := context.Background()
+	waitingOnLocks := func(n int64) {
+		t.Helper()
+		first.waitFor(fmt.Sprintf("%d admissions waiting on a lock", n), func() bool {
+			return first.scalar(`SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`) >= n
+		})
+	}
+	for _, c := range []struct {
+		name       string
+		secondBody []byte
+		wantStatus int
+	}{
+		{"same body", taskBody("one key, two instances", 20), http.StatusAccepted}, // a replay of the queued task
+		{"different body", taskBody("one key, two instances, another body", 20), http.StatusUnprocessableEntity},
+	} {
+		func() {
+			idem := "race-" + c.name
+			hold, err := first.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = hold.Rollback(ctx) }()
+			tag, err := hold.Exec(ctx, `SELECT 1 FROM budget_periods WHERE owner_id = 'keyrace' FOR UPDATE`)
+			if err != nil || tag.RowsAffected() == 0 {
+				t.Fatalf("%s: hold the owner's balance rows: %v (%d rows)", c.name, err, tag.RowsAffected())
+			}
+			firstAnswer, secondAnswer := make(chan response, 1), make(chan response, 1)
+			go func() { firstAnswer <- first.post(key, idem, taskBody("one key, two instances", 20), nil) }()
+			waitingOnLocks(1) // the first's reservation, its task row written
+			go func() { secondAnswer <- second.post(key, idem, c.secondBody, nil) }()
+			waitingOnLocks(2) // the second's task row, behind the first's
+			if err := hold.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r1, r2 := <-firstAnswer, <-secondAnswer
+			if r1.status != http.StatusAccepted {
+				t.Fatalf("%s: first instance: %d %s, want 202", c.name, r1.status, r1.body)
+			}
+			if r2.status != c.wantStatus {
+				t.Fatalf("%s: second instance: %d %s, want %d", c.name, r2.status, r2.body, c.wantStatus)
+			}
+			if c.wantStatus == http.StatusAccepted {
+				if r2.header.Get("Idempotent-Replayed") != "true" {
+					t.Errorf("%s: second instance's answer is not marked as a replay", c.name)
+				}
+				if got, want := r2.task(t).ID, r1.task(t).ID; got != want {
+					t.Errorf("%s: second instance answered task %s, want the first's %s", c.name, got, want)
+				}
+			}
+			first.expectScalars([]scalarCheck{
+				{"tasks with the key", `SELECT count(*) FROM tasks WHERE idempotency_key = '` + idem + `'`, 1},
+				{"jobs of the key's tasks", `SELECT count(*) FROM river_job j JOIN tasks t ON j.args->>'task_id' = t.id::text
+					WHERE t.idempotency_key = '` + idem + `'`, 1},
+				{"jobs without a task", `SELECT count(*) FROM river_job j LEFT JOIN tasks t ON j.args->>'task_id' = t.id::text
+					WHERE j.kind = 'tollgate_task' AND t.id IS NULL`, 0},
+				{"reservations without a task", `SELECT count(*) FROM budget_reservations r LEFT JOIN tasks t ON t.id = r.task_id
+					WHERE t.id IS NULL`, 0},
+			})
+			first.checkInvariants()
+		}()
 	}
 }

@@ -39,10 +39,20 @@ type admission struct {
 }
 
 // queueInsert queues a's task row, under the idempotency constraint, with
-// its job's id.
-func (a *admission) queueInsert(b *pgx.Batch, jobID int64) {
+// its job's id. A key taken by a concurrent request (ON CONFLICT waits for
+// it to commit or roll back) sets a.taken, or, when strict, fails the
+// statement with a unique violation, aborting the transaction: a batch's
+// rows are sent with its COMMIT, so only an error can stop that commit,
+// and an error costs nothing to plan (a count of the batch's rows after
+// them, its id = ANY($1) never given a generic plan, was planned anew for
+// every batch: 0.13 ms of PostgreSQL's time per task at 200 tasks/s).
+func (a *admission) queueInsert(b *pgx.Batch, jobID int64, strict bool) {
 	a.jobID = jobID
 	sub := a.sub
+	onConflict := `ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
+	if strict {
+		onConflict = ``
+	}
 	b.Queue(`
 		INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
 		                   workload, payload, redaction_policy, rerun_of, route, prompt_version, max_attempts, call_timeout_ms,
@@ -50,7 +60,7 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64) {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::interval, $9, $10, $11, NULLIF($12, '')::uuid,
 		        NULLIF($13, ''), NULLIF($14, ''), NULLIF($15, 0), NULLIF($16, 0), $17,
 		        CASE WHEN $18 THEN 'running' ELSE 'queued' END, CASE WHEN $18 THEN 1 ELSE 0 END)
-		ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+		`+onConflict+`
 		RETURNING `+answerColumns, a.id, a.owner, a.key, a.hash, a.stored, a.model, a.amount, a.deadline, sub.Workload,
 		a.sealed, a.policy, sub.RerunOf, sub.Route, sub.PromptVersion,
 		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), jobID, a.onArrival).Query(func(rows pgx.Rows) error {
@@ -96,7 +106,7 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 		// The row and the balance rows' read in one round trip.
 		at := s.cfg.Now()
 		rows, balance := &pgx.Batch{}, &budget.BalanceRows{}
-		a.queueInsert(rows, res.Job.ID)
+		a.queueInsert(rows, res.Job.ID, false)
 		budget.QueueBalanceRows(rows, a.owner, a.sub.Workload, at, balance)
 		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return err
@@ -169,22 +179,17 @@ func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 		if len(res) != len(batch) {
 			return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(batch))
 		}
-		// The rows, the check that every key was free, the reservations
+		// The rows (each failing if its key was taken), the reservations
 		// (one statement: each balance row updated once, with their sum)
-		// and COMMIT: one round trip. A key
-		// a concurrent request took, a budget short for one task or a
-		// period not opened yet aborts the batch, and each admission then
-		// takes admitAlone, which tells those cases apart.
+		// and COMMIT: one round trip. A key a concurrent request took, a
+		// budget short for one task or a period not opened yet aborts the
+		// batch, and each admission then takes admitAlone, which tells
+		// those cases apart.
 		at := s.cfg.Now()
 		b := &pgx.Batch{}
-		ids := make([]string, len(batch))
 		for i, a := range batch {
-			a.queueInsert(b, res[i].Job.ID)
-			ids[i] = a.id
+			a.queueInsert(b, res[i].Job.ID, true)
 		}
-		b.Queue(`SELECT CASE WHEN count(*) = $2 THEN count(*)
-		                     ELSE tollgate_abort('TG409', 'tasks: an idempotency key of the batch is taken') END
-		         FROM tasks WHERE id = ANY($1::uuid[])`, ids, len(ids))
 		rs := make([]budget.Reservation, len(batch))
 		for i, a := range batch {
 			rs[i] = a.reservation(at)
