@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -177,5 +178,43 @@ func TestDrainHandsRunsOnArrivalBackToTheQueue(t *testing.T) {
 	if task.Status != tasks.StatusSucceeded || task.Attempts != 2 {
 		t.Fatalf("status %s after %d attempts; want succeeded after 2", task.Status, task.Attempts)
 	}
+	e.checkInvariants()
+}
+
+// TestArrivalSuccessAfterItsAttemptWasCountedAmbiguous: while a run on
+// arrival's call is in flight, its journal entry is marked ambiguous, as
+// its safety net does when it finds the entry "sent" after this process
+// stalled. When the call then succeeds, the one-round-trip record (which
+// assumes no ambiguous attempt) must not commit; the task is recorded
+// on the ordinary path, whose settlement counts the ambiguous attempt:
+// labelled possibly_charged, at the call's cost plus the reservation it
+// may have spent, so finance sees an upper bound rather than a silent
+// undercount.
+func TestArrivalSuccessAfterItsAttemptWasCountedAmbiguous(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fakeDelay(300))
+	id := e.submit(key, "k", taskBody("abcdefgh", 100))
+	e.waitFor("call in flight", func() bool { return e.fake.CallCount() == 1 })
+	tag, err := e.pool.Exec(t.Context(), `
+		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
+		WHERE task_id = $1 AND attempt = 1 AND state = 'sent'`, id)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("mark the attempt ambiguous: %v (%d rows); want the run on arrival's entry, sent", err, tag.RowsAffected())
+	}
+	task := e.waitFinished(key, id)
+	if task.Status != tasks.StatusSucceeded || task.Result == nil {
+		t.Fatalf("task = %s %+v, want succeeded", task.Status, task.Error)
+	}
+	reserved := e.scalar(`SELECT reserved_micros FROM tasks WHERE id = $1`, id)
+	if task.Result.Usage.Source != budget.SourcePossiblyCharged || task.Result.CostMicros <= reserved {
+		t.Errorf("result usage %s at %d micros, want %s above the reservation (%d)",
+			task.Result.Usage.Source, task.Result.CostMicros, budget.SourcePossiblyCharged, reserved)
+	}
+	e.expectScalars([]scalarCheck{
+		{"usage rows labelled possibly_charged, at the result's cost", `SELECT count(*) FROM usage_records
+			WHERE task_id = '` + id + `' AND source = 'possibly_charged' AND cost_micros = ` + strconv.FormatInt(task.Result.CostMicros, 10), 1},
+	})
 	e.checkInvariants()
 }

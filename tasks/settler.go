@@ -50,11 +50,13 @@ func (s *Service) recordTogether(ctx context.Context, c *succeededCall) error {
 //
 // When every call's journal entry was committed "sent" before the call
 // (runs on arrival, inline runs), the attempt numbers are known and each
-// record depends only on what the task was admitted with, so the records
-// travel with the locking reads, one round trip less. They stand only if
-// the reads find each task as the records assumed it (running, no cancel
-// asked, no ambiguous attempt); otherwise the transaction rolls back, the
-// records with it.
+// record depends only on what the task was admitted with, so the whole
+// transaction is one round trip: the locking reads, the records, the
+// settlements and COMMIT. They stand only if each task is as the records
+// assumed it (not finished, no cancel asked, no ambiguous attempt), which
+// a guard after the locking reads checks in SQL (recordableSQL): with the
+// COMMIT in the same pipeline, only an error can stop it, and the batch
+// then rolls back, the records with it.
 func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succeededCall) error {
 	slices.SortFunc(calls, func(a, b *succeededCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
 	early := !slices.ContainsFunc(calls, func(c *succeededCall) bool { return !c.b.sent })
@@ -68,24 +70,34 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 			})
 		}
 		if early {
+			// One round trip: the locking reads, a guard per task that
+			// aborts unless the read found it as the records assume, the
+			// records, the settlements and COMMIT, under the owner's queue.
+			for _, c := range calls {
+				first.Queue(recordableSQL, c.b.task.ID)
+			}
 			for _, c := range calls {
 				if err := s.queueRecords(first, settles, attemptState{task: c.b.task}, c); err != nil {
 					return err
 				}
 			}
+			settles.Queue(first, s.cfg.AlertThresholds)
+			if err := s.commitOnBudget(ctx, tx, owner, first); err != nil {
+				return err
+			}
+			for i, c := range calls {
+				c.res.task = states[i].task
+				c.res.task.Request = c.b.raw
+			}
+			return nil
 		}
 		if err := tx.SendBatch(ctx, first).Close(); err != nil {
 			return err
 		}
 		for i, c := range calls {
 			st := states[i]
-			if st.task.Status.Final() || st.task.CancelRequested || (early && st.jc.ambiguous > 0) {
+			if st.task.Status.Final() || st.task.CancelRequested {
 				return errAlone
-			}
-			if early {
-				c.res.task = st.task
-				c.res.task.Request = c.b.raw
-				continue
 			}
 			if !c.b.sent {
 				// The next free number: the one the run expected, unless
@@ -102,10 +114,8 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 		// share, is held for the statement on the budget row alone. A
 		// batch a balance row cannot charge in full rolls back, and each
 		// member is recorded alone, where a shortfall is recorded.
-		if !early {
-			if err := tx.SendBatch(ctx, records).Close(); err != nil {
-				return err
-			}
+		if err := tx.SendBatch(ctx, records).Close(); err != nil {
+			return err
 		}
 		b := &pgx.Batch{}
 		settles.Queue(b, s.cfg.AlertThresholds)
@@ -117,6 +127,19 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succee
 	s.cfg.Metrics.RecordedTogether(len(calls))
 	return nil
 }
+
+// recordableSQL aborts the transaction (SQLSTATE TG409) unless task $1,
+// locked by an earlier statement of it, is still as a run on arrival's
+// records assume: not finished, no cancel asked, no ambiguous attempt in
+// its journal. One row whatever the task's state, so a task that is gone
+// aborts too. A scalar id, not a batch's array: a prepared `= ANY($1)`
+// is planned anew on every call.
+const recordableSQL = `
+	SELECT CASE WHEN EXISTS (
+		SELECT 1 FROM tasks t
+		WHERE t.id = $1 AND t.status NOT IN ('succeeded', 'failed', 'canceled') AND NOT t.cancel_requested
+		  AND NOT EXISTS (SELECT 1 FROM task_attempts a WHERE a.task_id = t.id AND a.state = 'ambiguous'))
+	THEN 0 ELSE tollgate_abort('TG409', 'tasks: a task of the batch is not as its records assume') END`
 
 // queueRecords queues c's records on records and its settlement on
 // settles, for its task as st has it.
