@@ -80,10 +80,11 @@ func TestFirstAttemptRunsOnArrival(t *testing.T) {
 }
 
 // A process that dies mid-call on arrival leaves its task running, its
-// attempt journalled "sent" and its River job scheduled: when the job's
-// time comes, another process finds the entry, counts that call as
-// possibly made (ambiguous), repeats it once, and settles the task as
-// possibly charged.
+// attempt journalled "sent", and no River job: once the run has outlived
+// its job timeout, a sweep (NetsOnce, on any instance) writes the task's
+// safety net, due at once, and another process finds the entry, counts
+// that call as possibly made (ambiguous), repeats it once, and settles
+// the task as possibly charged. Before that time no sweep touches it.
 func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	t.Parallel()
 	// The first process's call hangs for as long as its request timeout:
@@ -92,18 +93,27 @@ func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	if got := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t).Status; got != tasks.StatusRunning {
 		t.Errorf("admitted as %s, want running", got)
 	}
+	if n, err := e.tasks.NetsOnce(t.Context()); err != nil || n != 0 {
+		t.Errorf("NetsOnce before the run's deadline = %d, %v; want 0", n, err)
+	}
 	e.expectScalars([]scalarCheck{
 		{"journal entries sent before the call", `SELECT count(*) FROM task_attempts WHERE task_id = '` + id + `' AND state = 'sent' AND attempt = 1`, 1},
-		{"safety net scheduled past the call's deadline", `SELECT count(*) FROM river_job WHERE id = (SELECT job_id FROM tasks WHERE id = '` + id + `')
-			AND state = 'scheduled' AND scheduled_at > now() + interval '1 minute'`, 1},
+		{"jobs written for the run on arrival", `SELECT count(*) FROM river_job WHERE args->>'task_id' = '` + id + `'`, 0},
 	})
 
-	// Its job's time comes, with another instance running.
+	// The run outlives its deadline (its admission an hour ago), with
+	// another instance running: a sweep writes its net.
 	other := restartWorkers(t, e)
-	if _, err := e.pool.Exec(t.Context(), `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE id = (SELECT job_id FROM tasks WHERE id = $1)`, id); err != nil {
+	if _, err := e.pool.Exec(t.Context(), `UPDATE budget_reservations SET created_at = now() - interval '1 hour' WHERE task_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.tasks.NetsOnce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	task := other.waitFinished(key, id)
+	if n := e.scalar(`SELECT count(*) FROM river_job WHERE args->>'task_id' = $1`, id); n != 1 {
+		t.Errorf("%d jobs for the task, want its one net", n)
+	}
 	if task.Status != tasks.StatusSucceeded || task.Attempts != 2 {
 		t.Fatalf("status %s after %d attempts, error %+v; want succeeded after 2", task.Status, task.Attempts, task.Error)
 	}
@@ -215,6 +225,45 @@ func TestArrivalSuccessAfterItsAttemptWasCountedAmbiguous(t *testing.T) {
 	e.expectScalars([]scalarCheck{
 		{"usage rows labelled possibly_charged, at the result's cost", `SELECT count(*) FROM usage_records
 			WHERE task_id = '` + id + `' AND source = 'possibly_charged' AND cost_micros = ` + strconv.FormatInt(task.Result.CostMicros, 10), 1},
+	})
+	e.checkInvariants()
+}
+
+// TestArrivalRetryReusesANetWrittenBySweep: a run on arrival outlives its
+// deadline (its process stalled), so a sweep writes its net; the run then
+// fails with a retryable error. Its retry must move that net, not write a
+// second job for the task (two jobs would run the task twice). So that no
+// worker runs the net meanwhile, the test journals the call under a
+// provider key no queue of this server serves: the sweep queues the net
+// there, where it stays.
+func TestArrivalRetryReusesANetWrittenBySweep(t *testing.T) {
+	t.Parallel()
+	const serverError = `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{DelayMS: 1000, Status: 500, Body: serverError})
+	id := e.submit(key, "k", taskBody("abcdefgh", 100))
+	e.waitFor("call in flight", func() bool { return e.fake.CallCount() == 1 })
+	for _, sql := range []string{
+		`UPDATE task_attempts SET provider_key = 'parked' WHERE task_id = $1`,
+		`UPDATE budget_reservations SET created_at = now() - interval '1 hour' WHERE task_id = $1`,
+	} {
+		if _, err := e.pool.Exec(t.Context(), sql, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := e.tasks.NetsOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("NetsOnce = %d, %v; want the stalled run's net", n, err)
+	}
+	net := e.scalar(`SELECT job_id FROM tasks WHERE id = $1`, id)
+	e.waitFor("the run's failure recorded", func() bool {
+		return e.scalar(`SELECT count(*) FROM task_attempts WHERE task_id = $1 AND attempt = 1 AND state = 'failed'`, id) == 1
+	})
+	e.expectScalars([]scalarCheck{
+		{"jobs for the task", `SELECT count(*) FROM river_job WHERE args->>'task_id' = '` + id + `'`, 1},
+		{"the task's job is still the net", `SELECT job_id FROM tasks WHERE id = '` + id + `'`, net},
+		{"the net due again, as the retry", `SELECT count(*) FROM river_job WHERE id = ` + strconv.FormatInt(net, 10) + ` AND state = 'available'`, 1},
+		{"the task back in the queue", `SELECT count(*) FROM tasks WHERE id = '` + id + `' AND status = 'queued'`, 1},
 	})
 	e.checkInvariants()
 }

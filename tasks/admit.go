@@ -29,7 +29,9 @@ type admission struct {
 	providerKey           string
 	// onArrival: this process runs the first attempt right after the
 	// commit (runOnArrival); the task is written running, with the
-	// attempt's journal entry "sent", and its job is the safety net.
+	// attempt's journal entry "sent", and no job: its safety net is
+	// written only if the run needs one (a retry or a wait, see
+	// Service.reschedule) or dies (Service.NetsOnce).
 	onArrival bool
 
 	// Filled in by queueInsert once the batch's results are read.
@@ -38,8 +40,12 @@ type admission struct {
 	jobID int64
 }
 
+// needsJob says whether a is written with a River job: every task but a
+// run on arrival, whose net is written only when needed.
+func (a *admission) needsJob() bool { return !a.onArrival }
+
 // queueInsert queues a's task row, under the idempotency constraint, with
-// its job's id. A key taken by a concurrent request (ON CONFLICT waits for
+// its job's id (0 for none). A key taken by a concurrent request (ON CONFLICT waits for
 // it to commit or roll back) sets a.taken, or, when strict, fails the
 // statement with a unique violation, aborting the transaction: a batch's
 // rows are sent with its COMMIT, so only an error can stop that commit,
@@ -48,6 +54,10 @@ type admission struct {
 // every batch: 0.13 ms of PostgreSQL's time per task at 200 tasks/s).
 func (a *admission) queueInsert(b *pgx.Batch, jobID int64, strict bool) {
 	a.jobID = jobID
+	var job any
+	if jobID != 0 {
+		job = jobID
+	}
 	sub := a.sub
 	onConflict := `ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 	if strict {
@@ -63,7 +73,7 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64, strict bool) {
 		`+onConflict+`
 		RETURNING `+answerColumns, a.id, a.owner, a.key, a.hash, a.stored, a.model, a.amount, a.deadline, sub.Workload,
 		a.sealed, a.policy, sub.RerunOf, sub.Route, sub.PromptVersion,
-		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), jobID, a.onArrival).Query(func(rows pgx.Rows) error {
+		sub.MaxAttempts, int(sub.CallTimeout/time.Millisecond), job, a.onArrival).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, scanTask)
 		if err != nil {
 			return err
@@ -90,8 +100,9 @@ func (a *admission) reservation(at time.Time) budget.Reservation {
 	return budget.Reservation{TaskID: a.id, OwnerID: a.owner, Workload: a.sub.Workload, Amount: a.amount, Estimated: a.estimated, At: at}
 }
 
-// admitAlone writes a in its own transaction: the job first, so the task
-// row is written once, with its job id (in the balance rows' round trip);
+// admitAlone writes a in its own transaction: the job first (if it needs
+// one), so the task row is written once, with its job id (in the balance
+// rows' round trip);
 // the reservation last, sent with COMMIT under the owner's queue
 // (commitOnBudget), so the owner's budget row is held only while
 // PostgreSQL runs it and commits. It returns
@@ -99,14 +110,18 @@ func (a *admission) reservation(at time.Time) budget.Reservation {
 // budget.ErrInsufficient when the budget cannot cover the reservation.
 func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
-		res, err := s.river.InsertTx(ctx, tx, a.args, a.opts)
-		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
+		var jobID int64
+		if a.needsJob() {
+			res, err := s.river.InsertTx(ctx, tx, a.args, a.opts)
+			if err != nil {
+				return fmt.Errorf("enqueue: %w", err)
+			}
+			jobID = res.Job.ID
 		}
 		// The row and the balance rows' read in one round trip.
 		at := s.cfg.Now()
 		rows, balance := &pgx.Batch{}, &budget.BalanceRows{}
-		a.queueInsert(rows, res.Job.ID, false)
+		a.queueInsert(rows, jobID, false)
 		budget.QueueBalanceRows(rows, a.owner, a.sub.Workload, at, balance)
 		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return err
@@ -168,16 +183,29 @@ func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 		}
 	}
 	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
-		jobs := make([]river.InsertManyParams, len(batch))
-		for i, a := range batch {
-			jobs[i] = river.InsertManyParams{Args: a.args, InsertOpts: a.opts}
+		// The jobs of those that need one (runs on arrival do not).
+		jobIDs := make([]int64, len(batch))
+		var jobs []river.InsertManyParams
+		for _, a := range batch {
+			if a.needsJob() {
+				jobs = append(jobs, river.InsertManyParams{Args: a.args, InsertOpts: a.opts})
+			}
 		}
-		res, err := s.river.InsertManyTx(ctx, tx, jobs)
-		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
-		}
-		if len(res) != len(batch) {
-			return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(batch))
+		if len(jobs) > 0 {
+			res, err := s.river.InsertManyTx(ctx, tx, jobs)
+			if err != nil {
+				return fmt.Errorf("enqueue: %w", err)
+			}
+			if len(res) != len(jobs) {
+				return fmt.Errorf("enqueue: %d jobs inserted for %d tasks", len(res), len(jobs))
+			}
+			j := 0
+			for i, a := range batch {
+				if a.needsJob() {
+					jobIDs[i] = res[j].Job.ID
+					j++
+				}
+			}
 		}
 		// The rows (each failing if its key was taken), the reservations
 		// (one statement: each balance row updated once, with their sum)
@@ -188,7 +216,7 @@ func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 		at := s.cfg.Now()
 		b := &pgx.Batch{}
 		for i, a := range batch {
-			a.queueInsert(b, res[i].Job.ID, true)
+			a.queueInsert(b, jobIDs[i], true)
 		}
 		rs := make([]budget.Reservation, len(batch))
 		for i, a := range batch {
@@ -212,7 +240,7 @@ var errKeyTaken = errors.New("tasks: idempotency key taken")
 func (s *Service) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
 	opts := &river.InsertOpts{Queue: queueFor(providerKey)}
 	if inline {
-		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + 30*time.Second)
+		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + netGrace)
 	}
 	return TaskArgs{TaskID: id, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts
 }

@@ -191,15 +191,17 @@ func (s *Service) runOnArrival(a *admission, c *arrivalClaim) {
 	t.Request = a.sub.Request
 	begun := &begunAttempt{task: t, attempt: 1, startAt: s.cfg.Now(), model: c.model, prov: c.prov, raw: a.sub.Request, sent: true}
 	r := inlineRun(a.id, a.args.TraceID, a.jobID, false)
+	r.netArgs, r.netQueue = a.args, a.opts.Queue
 	s.cfg.Metrics.RanOnArrival()
 	err := s.callAndRecord(ctx, r, begun)
 	endTaskSpan(span, err)
 	var retry *retryError
 	var snooze *river.JobSnoozeError
 	if err != nil && !errors.As(err, &retry) && !errors.As(err, &snooze) {
-		// The journal still says "sent": the safety net finishes the task,
-		// counting this call as possibly made.
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "outcome of a run on arrival not recorded; its River job will finish the task",
+		// The journal still says "sent": the safety net, written by the
+		// leader's sweep once the run's deadline has passed, finishes the
+		// task, counting this call as possibly made.
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "outcome of a run on arrival not recorded; its safety net will finish the task",
 			slog.String("task_id", a.id), slog.String("error", err.Error()), slog.String("trace_id", a.args.TraceID))
 	}
 }

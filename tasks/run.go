@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -21,15 +22,19 @@ import (
 // process that admitted it. Inline runs are a task's first attempt on
 // arrival (runOnArrival), and streamed tasks, run in the request handler
 // that relays the answer. An inline run's journal entry is committed
-// "sent" before its call, and the task's River job, scheduled for after
-// the call's deadline, stays as a safety net that finishes the task should
-// this process die mid-call: the net finds the entry "sent" and counts the
-// call as possibly made. When the task ends, the net goes with it.
+// "sent" before its call, and a River job scheduled for after the call's
+// deadline is its safety net, which finishes the task should this process
+// die mid-call: the net finds the entry "sent" and counts the call as
+// possibly made. A stream's net is written with the task and goes when
+// the task ends. A run on arrival's is written only when needed: by its
+// run, for a later attempt or a wait (Service.reschedule), or, once the
+// run has outlived its deadline (its process died or stalled), by the
+// leader's sweep (Service.NetsOnce): most tasks end without one.
 //
 // A stream makes one attempt and ends the task either way (its client is
 // waiting). An arrival run's failure that calls for another attempt, or a
-// wait, moves the net's time forward instead (reschedule): River runs the
-// later attempts.
+// wait, makes the net the task's next run instead: River runs the later
+// attempts.
 type run struct {
 	taskID, traceID      string
 	providerKey          string // of the job's queue; "" for inline runs
@@ -37,6 +42,10 @@ type run struct {
 	inline               bool
 	stream               bool  // inline, with its client waiting on this one attempt
 	jobID                int64 // an inline run's safety net; 0 for none
+	// netArgs and netQueue are what a run on arrival's net is written
+	// with, should it need one (reschedule).
+	netArgs  TaskArgs
+	netQueue string
 	// errors are the job's earlier runs that failed, as River recorded
 	// them (see unrecordedRuns).
 	errors   []rivertype.AttemptError
@@ -81,11 +90,31 @@ func (r *run) queueDone(b *pgx.Batch) {
 	}
 }
 
-// reschedule makes an arrival run's safety net the task's next run, due
+// reschedule makes an inline run's safety net the task's next run, due
 // after wait: River runs it then, as it would a retried or snoozed job
 // (available at once with a future time when the wait is short, so that
-// its scheduler's interval does not stretch it; scheduled otherwise).
-func (r *run) reschedule(ctx context.Context, tx pgx.Tx, wait time.Duration) error {
+// its scheduler's interval does not stretch it; scheduled otherwise). A
+// run on arrival that has no net yet writes it here, in tx, unless the
+// leader's sweep wrote one meanwhile (the task's row, locked here, says).
+func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.Duration) error {
+	if r.jobID == 0 && r.netQueue != "" {
+		var job *int64
+		if err := tx.QueryRow(ctx, `SELECT job_id FROM tasks WHERE id = $1 FOR NO KEY UPDATE`, r.taskID).Scan(&job); err != nil {
+			return err
+		}
+		if job != nil {
+			r.jobID = *job
+		} else {
+			res, err := s.river.InsertTx(ctx, tx, r.netArgs, &river.InsertOpts{Queue: r.netQueue, ScheduledAt: time.Now().Add(wait)})
+			if err != nil {
+				return fmt.Errorf("tasks: write the net: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE tasks SET job_id = $2 WHERE id = $1`, r.taskID, res.Job.ID); err != nil {
+				return err
+			}
+			r.jobID = res.Job.ID
+		}
+	}
 	if r.jobID == 0 {
 		return nil
 	}

@@ -45,6 +45,7 @@ type Config struct {
 	MaxSnooze        time.Duration // longest a waiting job sleeps before looking again; default 30s
 	DefaultDeadline  time.Duration // a task's whole life unless the request sets deadline_s; default 1h
 	ReapEvery        time.Duration // how often the orphan reaper runs; default 1m
+	NetEvery         time.Duration // how often runs on arrival past their deadline get a safety net (NetsOnce); default 5s
 	PurgeEvery       time.Duration // how often body retention runs; default 1h
 	RetryBase        time.Duration // first transient backoff; default 1s
 	RetryMax         time.Duration // backoff and throttle pause cap; default 1m
@@ -123,6 +124,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ReapEvery <= 0 {
 		c.ReapEvery = time.Minute
+	}
+	if c.NetEvery <= 0 {
+		c.NetEvery = 5 * time.Second
 	}
 	if c.PurgeEvery <= 0 {
 		c.PurgeEvery = time.Hour
@@ -286,6 +290,7 @@ const riverAttemptMargin = 5
 func (s *Service) Start(ctx context.Context) error {
 	s.StartListener(ctx)
 	go s.reapLoop(ctx, s.cfg.ReapEvery)
+	go s.netLoop(ctx, s.cfg.NetEvery)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}

@@ -753,7 +753,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 		later := func(e error, wait time.Duration) error {
 			after = e
 			if r.inline {
-				return r.reschedule(ctx, tx, wait)
+				return s.reschedule(ctx, tx, r, wait)
 			}
 			return nil
 		}
