@@ -137,7 +137,9 @@ func collect[T any](ctx context.Context, q Querier, sql string, args ...any) ([]
 // river_job through its (state, queue, ...) index. A scheduled job is an
 // inline run's safety net when its task, found by the id in its args (the
 // primary key), is stored running with this job: a task a River run runs
-// is stored queued.
+// is stored queued. A run on arrival has no job until it needs one: it is
+// a task stored running with none, found through the held reservations'
+// partial index and counted on the queue of its attempt's provider key.
 const queuesSQL = `
 	WITH unfinished AS (
 		SELECT queue, state, created_at, scheduled_at,
@@ -157,16 +159,24 @@ const queuesSQL = `
 		       min(scheduled_at) FILTER (WHERE state = 'available') AS due
 		FROM unfinished
 		GROUP BY queue
+	), arrivals AS (
+		SELECT 'provider_' || (SELECT a.provider_key FROM task_attempts a WHERE a.task_id = t.id ORDER BY a.attempt DESC LIMIT 1) AS queue,
+		       count(*) AS n, min(t.created_at) AS oldest
+		FROM budget_reservations r JOIN tasks t ON t.id = r.task_id
+		WHERE r.state = 'held' AND t.status = 'running' AND t.job_id IS NULL
+		GROUP BY 1
 	)
-	SELECT COALESCE(j.queue, q.name) AS name,
+	SELECT COALESCE(j.queue, q.name, a.queue) AS name,
 	       COALESCE(j.available, 0) AS available,
 	       COALESCE(j.scheduled, 0) AS scheduled,
 	       COALESCE(j.running, 0) AS running,
-	       COALESCE(j.running_inline, 0) AS running_inline,
+	       COALESCE(j.running_inline, 0) + COALESCE(a.n, 0) AS running_inline,
 	       COALESCE(j.retryable, 0) AS retryable,
-	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.oldest), 0), 0)::float8 AS oldest_seconds,
+	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - LEAST(j.oldest, a.oldest)), 0), 0)::float8 AS oldest_seconds,
 	       COALESCE(GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - j.due), 0), 0)::float8 AS due_wait_seconds
 	FROM jobs j FULL JOIN river_queue q ON q.name = j.queue
+	     FULL JOIN arrivals a ON a.queue = COALESCE(j.queue, q.name)
+	WHERE COALESCE(j.queue, q.name, a.queue) IS NOT NULL
 	ORDER BY 1`
 
 const gatesSQL = `

@@ -65,6 +65,14 @@ SELECT id, owner_id, 25, true, created_at, ARRAY(SELECT id FROM budget_periods W
 FROM tasks WHERE finished_at IS NULL;
 INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, status, created_at, deadline_at, finished_at, result)
 VALUES ('acme', 'done', '\x00', '{}', 'gpt-4o-mini', 'succeeded', '2019-01-01T00:00:00Z', '2100-01-01T00:00:00Z', now(), '{}');
+-- A run on arrival, newer than the twelve: stored running with no job (its
+-- net is written only if needed), its attempt journalled on openai's key.
+INSERT INTO tasks (id, owner_id, idempotency_key, request_hash, request, model, status, attempts, created_at, deadline_at)
+VALUES ('00000000-0000-0000-0000-000000000013', 'acme', 'k13', '\x00', '{}', 'gpt-4o-mini', 'running', 1, '2020-01-01T00:13:00Z', '2100-01-01T00:00:00Z');
+INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+VALUES ('00000000-0000-0000-0000-000000000013', 1, 'openai', 'gpt-4o-mini', '00000000-0000-0000-0000-000000000013:1');
+INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, created_at, budget_period_ids)
+SELECT id, owner_id, 25, true, created_at, '{}' FROM tasks WHERE id = '00000000-0000-0000-0000-000000000013';
 `
 
 func TestCollect(t *testing.T) {
@@ -111,7 +119,7 @@ func TestCollect(t *testing.T) {
 		At: got.At,
 		Queues: []status.Queue{
 			{Name: "provider_anthropic", Running: 1, OldestSeconds: age("2020-01-01T00:07:00Z")},
-			{Name: "provider_openai", Available: 1, Scheduled: 2, RunningInline: 1, Retryable: 1, OldestSeconds: age("2020-01-01T00:00:00Z"),
+			{Name: "provider_openai", Available: 1, Scheduled: 2, RunningInline: 2, Retryable: 1, OldestSeconds: age("2020-01-01T00:00:00Z"),
 				DueWaitSeconds: age("2020-01-01T00:08:00Z")},
 			{Name: "provider_workers"},
 		},
