@@ -185,13 +185,7 @@ func (ss *Settlements) Queue(b *pgx.Batch, thresholds []int) {
 			                           cost_micros, charged_micros, shortfall_micros)
 			SELECT s.task_id, r.owner_id, s.workload, s.model, s.input_tokens, s.output_tokens, s.source, s.cost, s.cost, 0
 			FROM s JOIN r ON r.ord = s.ord
-		), fired AS (
-			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
-			SELECT p.id, t.pct FROM p, unnest($8::int[]) AS t (pct)
-			WHERE p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
-			ON CONFLICT DO NOTHING
-			RETURNING budget_period_id, threshold_pct
-		)
+		), `+firedCTE+`
 		SELECT CASE WHEN (SELECT count(*) FROM r) < $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: a member of the batch holds no reservation')
 		            WHEN (SELECT count(*) FROM p) < (SELECT count(*) FROM totals) THEN tollgate_abort('`+codeBatchShort+`', 'budget: a balance row cannot charge the batch in full')
 		            ELSE $9 END,

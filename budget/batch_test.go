@@ -61,9 +61,7 @@ func sumOf(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int64 {
 func TestReserveManyHoldsTheBatchOrNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool, nil)
-	setLimits(t, store,
+	pool, store := limited(t,
 		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000},
 		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodDaily, TotalMicros: 300},
 	)
@@ -118,9 +116,7 @@ func TestSettleManyMatchesOneByOne(t *testing.T) {
 		alerts        int64
 	}
 	run := func(t *testing.T, together bool) (state, []budget.Settled) {
-		pool, _ := testdb.NewPool(t)
-		store := budget.NewStore(pool, nil)
-		setLimits(t, store,
+		pool, store := limited(t,
 			budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 10_000},
 			budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodMonthly, TotalMicros: 2_000},
 		)
@@ -256,9 +252,7 @@ func TestSettleManyRefusesWhatItCannotChargeInFull(t *testing.T) {
 func TestConcurrentBatchesKeepTheCaps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool, nil)
-	setLimits(t, store,
+	pool, store := limited(t,
 		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 20_000},
 		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodNone, TotalMicros: 6_000},
 	)
@@ -388,9 +382,7 @@ func TestBalanceUpdatesThatWaitedUseTheRowTheyLocked(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			pool, _ := testdb.NewPool(t)
-			store := budget.NewStore(pool, nil)
-			setLimits(t, store, budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000})
+			pool, store := limited(t, budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000})
 			a, b, c2 := newID(t, pool), newID(t, pool), newID(t, pool)
 			for _, id := range []string{a, b, c2} {
 				if err := reserve(ctx, pool, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: 300, At: time.Now()}); err != nil {

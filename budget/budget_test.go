@@ -118,6 +118,15 @@ func reserveInOne(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation)
 	return err
 }
 
+// limited is a budget store on a fresh database with limits set.
+func limited(t *testing.T, limits ...budget.Limit) (*pgxpool.Pool, *budget.Store) {
+	t.Helper()
+	pool, _ := testdb.NewPool(t)
+	store := budget.NewStore(pool, nil)
+	setLimits(t, store, limits...)
+	return pool, store
+}
+
 // setLimits sets each limit, failing the test on the first error.
 func setLimits(t *testing.T, store *budget.Store, limits ...budget.Limit) {
 	t.Helper()
@@ -156,9 +165,7 @@ func TestConcurrentReservationsRespectOwnerAndWorkloadCaps(t *testing.T) {
 
 func testConcurrentReservations(t *testing.T, reserve func(context.Context, *pgxpool.Pool, budget.Reservation) error) {
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool, nil)
-	setLimits(t, store,
+	pool, store := limited(t,
 		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 10_000},                   // 100 reservations of 100
 		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodNone, TotalMicros: 3_000}, // 30
 		budget.Limit{OwnerID: "acme", Workload: "chat", Period: budget.PeriodNone, TotalMicros: 8_000},  // 80, but the owner binds first
@@ -208,9 +215,7 @@ func testConcurrentReservations(t *testing.T, reserve func(context.Context, *pgx
 func TestQueueReserveAnswers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool, nil)
-	setLimits(t, store,
+	pool, store := limited(t,
 		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000},
 		budget.Limit{OwnerID: "acme", Workload: "batch", Period: budget.PeriodDaily, TotalMicros: 300},
 	)
@@ -252,9 +257,7 @@ func TestQueueReserveAnswers(t *testing.T) {
 func TestReservationsAcrossWorkloadsDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := testdb.NewPool(t)
-	store := budget.NewStore(pool, nil)
-	setLimits(t, store,
+	pool, store := limited(t,
 		budget.Limit{OwnerID: "acme", Workload: "a", Period: budget.PeriodNone, TotalMicros: 1_000_000},
 		budget.Limit{OwnerID: "acme", Workload: "b", Period: budget.PeriodNone, TotalMicros: 1_000_000},
 		budget.Limit{OwnerID: "acme", Period: budget.PeriodNone, TotalMicros: 1_000_000},

@@ -366,13 +366,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
 			                           cost_micros, charged_micros, shortfall_micros)
 			SELECT $1, m.owner_id, $2, $3, $4, $5, $6, $7, m.charged, $7 - m.charged FROM m
-		), fired AS (
-			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
-			SELECT p.id, t.pct FROM p, unnest($8::int[]) AS t (pct)
-			WHERE p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
-			ON CONFLICT DO NOTHING
-			RETURNING budget_period_id, threshold_pct
-		)
+		), `+firedCTE+`
 		SELECT CASE WHEN m.charged IS NULL AND $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: no held reservation')
 		            ELSE m.charged END,
 		       a.owner_id, a.workload, a.period_start, a.threshold_pct, a.spent_micros, a.total_micros
@@ -394,6 +388,18 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 	})
 	return nil
 }
+
+// firedCTE, in a settlement statement whose balance rows as updated are
+// p and whose alert thresholds are $8, records the thresholds those rows
+// crossed, each once per period (the unique (row, threshold) key decides
+// between instances), and returns the ones it recorded.
+const firedCTE = `fired AS (
+			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
+			SELECT p.id, t.pct FROM p, unnest($8::int[]) AS t (pct)
+			WHERE p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
+			ON CONFLICT DO NOTHING
+			RETURNING budget_period_id, threshold_pct
+		)`
 
 // scanSettled reads the settlement statement's rows into out: what was
 // charged, hence the shortfall, and the alerts fired. No charge read means
