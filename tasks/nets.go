@@ -44,6 +44,7 @@ func (s *Service) NetsOnce(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
+			defer rows.Close()
 			type lost struct{ id, model, queue string }
 			var found []lost
 			for rows.Next() {

@@ -458,7 +458,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 			return Created{}, err
 		}
 	}
-	a.args, a.opts = s.enqueueing(ctx, id, traceID, m.Provider, sub.Inline || a.onArrival)
+	a.args, a.opts = s.enqueueing(ctx, id, traceID, m.Provider, sub.Inline)
 	// Admissions of one owner that arrive together are written together;
 	// one that cannot be, or a streamed one, is written on its own.
 	err = errAlone
