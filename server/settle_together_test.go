@@ -86,31 +86,62 @@ func metricValue(t *testing.T, page []byte, name string) float64 {
 	return v
 }
 
-// TestAdmissionsOfOneOwnerCommitTogether submits 150 tasks of one owner at
-// once, with ten keys sent twice, so that admissions queue behind each
-// other and are written in shared transactions (tasks.admitTogether), and
-// a batch meets keys a concurrent request took (their jobs are dropped and
-// they answer as replays). Every key must end with exactly one task, one
-// job and one held reservation, the reserved balance must be their sum, and
-// some transaction must have admitted more than one task.
+// TestAdmissionsOfOneOwnerCommitTogether makes admissions of one owner
+// queue behind each other and checks that they are written in shared
+// transactions (tasks.admitTogether). The queue is made, not hoped for:
+// the test holds the owner's balance rows, so a first admission waits in
+// PostgreSQL with its owner's batch in progress; 160 more submissions (150
+// keys, ten of them sent twice) are then all in progress behind it before
+// the rows are released. Left to the scheduler, a loaded host could run
+// them one after another, or let one batch's fall-back race the next on a
+// duplicated key, and no batch would ever hold two (seen in CI). A batch
+// may still meet a key a concurrent request took (its jobs are dropped and
+// those submissions answer as replays). Every key must end with exactly
+// one task, one job and one held reservation, the reserved balance must be
+// their sum, and some transaction must have admitted more than one task.
 func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{noWorkers: true})
 	key := e.owner("admitco", accounts.RoleClient, 1_000_000_000)
+	ctx := context.Background()
 	const n, dup = 150, 10 // keys 0..9 are sent twice
+
+	hold, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	tag, err := hold.Exec(ctx, `SELECT 1 FROM budget_periods WHERE owner_id = 'admitco' FOR UPDATE`)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("hold the owner's balance rows: %v (%d rows)", err, tag.RowsAffected())
+	}
+	firstAnswer := make(chan response, 1)
+	go func() { firstAnswer <- e.post(key, "admit-first", taskBody("admit me with the others", 20), nil) }()
+	e.waitFor("the first admission waiting on the balance rows", func() bool {
+		return e.scalar(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`) >= 1
+	})
+
 	var wg sync.WaitGroup
-	start := make(chan struct{})
 	statuses := make([]int, n+dup)
 	for i := range n + dup {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
 			r := e.post(key, fmt.Sprintf("admit-%d", i%n), taskBody("admit me with the others", 20), nil)
 			statuses[i] = r.status
 		}()
 	}
-	close(start)
+	// Past their lookup (no key is committed while the rows are held, so
+	// none of them is answered as a replay there), each is only redacted
+	// and sealed before it joins the owner's queue.
+	e.waitFor("every submission admitting", func() bool { return e.tasks.Admitting() == 1+n+dup })
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-firstAnswer; r.status != http.StatusAccepted {
+		t.Fatalf("first submission: %d %s, want 202", r.status, r.body)
+	}
 	wg.Wait()
 	for i, s := range statuses {
 		if s != http.StatusAccepted && s != http.StatusOK {
@@ -118,13 +149,13 @@ func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 		}
 	}
 	checks := []scalarCheck{
-		{"tasks", `SELECT count(*) FROM tasks`, n},
-		{"distinct keys", `SELECT count(DISTINCT idempotency_key) FROM tasks`, n},
-		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, n},
+		{"tasks", `SELECT count(*) FROM tasks`, n + 1},
+		{"distinct keys", `SELECT count(DISTINCT idempotency_key) FROM tasks`, n + 1},
+		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, n + 1},
 		{"tasks whose job is not theirs", `
 			SELECT count(*) FROM tasks t LEFT JOIN river_job j ON j.id = t.job_id AND j.args->>'task_id' = t.id::text
 			WHERE j.id IS NULL`, 0},
-		{"held reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'held'`, n},
+		{"held reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'held'`, n + 1},
 		{"reserved minus the tasks' reservations", `
 			SELECT (SELECT reserved_micros FROM budget_periods WHERE owner_id = 'admitco' AND workload = '')
 			     - (SELECT sum(reserved_micros) FROM tasks)`, 0},
