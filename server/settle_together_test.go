@@ -103,24 +103,12 @@ func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{noWorkers: true})
 	key := e.owner("admitco", accounts.RoleClient, 1_000_000_000)
-	ctx := context.Background()
 	const n, dup = 150, 10 // keys 0..9 are sent twice
 
-	hold, err := e.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback(ctx) }()
-	tag, err := hold.Exec(ctx, `SELECT 1 FROM budget_periods WHERE owner_id = 'admitco' FOR UPDATE`)
-	if err != nil || tag.RowsAffected() == 0 {
-		t.Fatalf("hold the owner's balance rows: %v (%d rows)", err, tag.RowsAffected())
-	}
+	release := e.holdBalanceRows("admitco")
 	firstAnswer := make(chan response, 1)
 	go func() { firstAnswer <- e.post(key, "admit-first", taskBody("admit me with the others", 20), nil) }()
-	e.waitFor("the first admission waiting on the balance rows", func() bool {
-		return e.scalar(`SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`) >= 1
-	})
+	e.waitingOnLocks(1) // the first admission, its owner's batch in progress
 
 	var wg sync.WaitGroup
 	statuses := make([]int, n+dup)
@@ -136,9 +124,7 @@ func TestAdmissionsOfOneOwnerCommitTogether(t *testing.T) {
 	// none of them is answered as a replay there), each is only redacted
 	// and sealed before it joins the owner's queue.
 	e.waitFor("every submission admitting", func() bool { return e.tasks.Admitting() == 1+n+dup })
-	if err := hold.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if r := <-firstAnswer; r.status != http.StatusAccepted {
 		t.Fatalf("first submission: %d %s, want 202", r.status, r.body)
 	}
@@ -205,14 +191,6 @@ func TestAdmissionMeetingAKeyTakenByAnotherInstance(t *testing.T) {
 	first := newEnv(t, envOptions{noWorkers: true, queueOnly: true})
 	second := newEnv(t, envOptions{noWorkers: true, queueOnly: true, pool: first.pool})
 	key := first.owner("keyrace", accounts.RoleClient, 1_000_000_000)
-	ctx := context.Background()
-	waitingOnLocks := func(n int64) {
-		t.Helper()
-		first.waitFor(fmt.Sprintf("%d admissions waiting on a lock", n), func() bool {
-			return first.scalar(`SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`) >= n
-		})
-	}
 	for _, c := range []struct {
 		name       string
 		secondBody []byte
@@ -223,23 +201,13 @@ func TestAdmissionMeetingAKeyTakenByAnotherInstance(t *testing.T) {
 	} {
 		func() {
 			idem := "race-" + c.name
-			hold, err := first.pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = hold.Rollback(ctx) }()
-			tag, err := hold.Exec(ctx, `SELECT 1 FROM budget_periods WHERE owner_id = 'keyrace' FOR UPDATE`)
-			if err != nil || tag.RowsAffected() == 0 {
-				t.Fatalf("%s: hold the owner's balance rows: %v (%d rows)", c.name, err, tag.RowsAffected())
-			}
+			release := first.holdBalanceRows("keyrace")
 			firstAnswer, secondAnswer := make(chan response, 1), make(chan response, 1)
 			go func() { firstAnswer <- first.post(key, idem, taskBody("one key, two instances", 20), nil) }()
-			waitingOnLocks(1) // the first's reservation, its task row written
+			first.waitingOnLocks(1) // the first's reservation, its task row written
 			go func() { secondAnswer <- second.post(key, idem, c.secondBody, nil) }()
-			waitingOnLocks(2) // the second's task row, behind the first's
-			if err := hold.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
+			first.waitingOnLocks(2) // the second's task row, behind the first's
+			release()
 			r1, r2 := <-firstAnswer, <-secondAnswer
 			if r1.status != http.StatusAccepted {
 				t.Fatalf("%s: first instance: %d %s, want 202", c.name, r1.status, r1.body)
@@ -267,4 +235,95 @@ func TestAdmissionMeetingAKeyTakenByAnotherInstance(t *testing.T) {
 			first.checkInvariants()
 		}()
 	}
+}
+
+// TestAdmissionBatchMeetingATakenKeyStaysTogether: a batch of admissions
+// whose one key another instance took first answers that submission as a
+// replay and still writes the rest together, in a second try of the same
+// batch, instead of sending every member to a transaction of its own. The
+// second instance's batch is made by holding the owner's balance rows: the
+// first instance's admission of the key and the second's first admission
+// wait on them, and the second's next three submissions (the taken key and
+// two new ones) queue behind its first before the rows are released.
+func TestAdmissionBatchMeetingATakenKeyStaysTogether(t *testing.T) {
+	t.Parallel()
+	first := newEnv(t, envOptions{noWorkers: true, queueOnly: true})
+	second := newEnv(t, envOptions{noWorkers: true, queueOnly: true, pool: first.pool})
+	key := first.owner("takenco", accounts.RoleClient, 1_000_000_000)
+	release := first.holdBalanceRows("takenco")
+	body := taskBody("a key two instances want", 20)
+	answers := make(chan response, 5)
+	go func() { answers <- first.post(key, "taken", body, nil) }()
+	first.waitingOnLocks(1) // the first instance's row for "taken", uncommitted
+	go func() { answers <- second.post(key, "second-first", body, nil) }()
+	first.waitingOnLocks(2) // the second instance's batch of one, in progress
+	for _, idem := range []string{"taken", "new-1", "new-2"} {
+		go func() { answers <- second.post(key, idem, body, nil) }()
+	}
+	second.waitFor("four admissions in progress on the second instance", func() bool { return second.tasks.Admitting() == 4 })
+	release()
+	replays := 0
+	for range 5 {
+		r := <-answers
+		if r.status != http.StatusAccepted {
+			t.Fatalf("status %d %s, want 202", r.status, r.body)
+		}
+		if r.header.Get("Idempotent-Replayed") == "true" {
+			replays++
+		}
+	}
+	if replays != 1 {
+		t.Errorf("%d answers marked as replays, want 1 (the second instance's copy of the taken key)", replays)
+	}
+	first.expectScalars([]scalarCheck{
+		{"tasks", `SELECT count(*) FROM tasks`, 4},
+		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, 4},
+		{"held reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'held'`, 4},
+		{"reserved minus the tasks' reservations", `
+			SELECT (SELECT reserved_micros FROM budget_periods WHERE owner_id = 'takenco' AND workload = '')
+			     - (SELECT sum(reserved_micros) FROM tasks)`, 0},
+	})
+	first.checkInvariants()
+
+	// The second instance: its first admission alone, then new-1 and new-2
+	// together: two batches, three tasks.
+	r := second.do(http.MethodGet, "/metrics", "", nil, nil)
+	count := metricValue(t, r.body, "tollgate_admission_batch_tasks_count")
+	sum := metricValue(t, r.body, "tollgate_admission_batch_tasks_sum")
+	if count != 2 || sum != 3 {
+		t.Errorf("second instance: %v tasks admitted in %v batches, want 3 in 2 (the batch that met the taken key kept its other two)", sum, count)
+	}
+}
+
+// holdBalanceRows locks owner's balance rows from a transaction of the
+// test's own, so that admissions of owner wait in PostgreSQL, uncommitted,
+// until release is called (at the latest when the test ends).
+func (e *env) holdBalanceRows(owner string) (release func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	hold, err := e.pool.Begin(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = hold.Rollback(ctx) })
+	tag, err := hold.Exec(ctx, `SELECT 1 FROM budget_periods WHERE owner_id = $1 FOR UPDATE`, owner)
+	if err != nil || tag.RowsAffected() == 0 {
+		e.t.Fatalf("hold %s's balance rows: %v (%d rows)", owner, err, tag.RowsAffected())
+	}
+	return func() {
+		e.t.Helper()
+		if err := hold.Rollback(ctx); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// waitingOnLocks waits until at least n sessions of the test's database
+// other than its own wait on a lock.
+func (e *env) waitingOnLocks(n int64) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("%d sessions waiting on a lock", n), func() bool {
+		return e.scalar(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`) >= n
+	})
 }

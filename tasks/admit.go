@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/budget"
@@ -143,10 +145,11 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 // waiting (see together), in one transaction: their jobs in one statement,
 // then their rows, their reservations and COMMIT in one round trip. It
 // returns nil once the batch committed: a is then admitted, or a.taken
-// says another submission of the batch holds its key. It returns errAlone when the batch did not commit (a budget that cannot
-// cover every reservation, a key taken by a concurrent request, a period
-// not opened yet, an error): each admission then takes admitAlone, which
-// tells those cases apart.
+// says another submission (of the batch, or a concurrent request) holds
+// its key. It returns errAlone when the batch did not commit (a budget
+// that cannot cover every reservation, keys taken again on the one retry
+// of admitBatch, a period not opened yet, an error): each admission then
+// takes admitAlone, which tells those cases apart.
 func (s *Service) admitTogether(ctx context.Context, a *admission) error {
 	return s.admissions.do(a.owner, a, func(batch []*admission) error {
 		// The batch is its members' work, not only this request's: it
@@ -169,6 +172,14 @@ func (s *Service) admitTogether(ctx context.Context, a *admission) error {
 	})
 }
 
+// admitBatch writes the batch all in one transaction. A key of the batch
+// that a concurrent request (another instance, or a submission that fell
+// back to admitAlone) took aborts that transaction; the keys taken are then
+// read, their submissions answered from the task that holds them (a.taken),
+// and the rest written together once more. Falling back whole instead sent
+// every member to admitAlone at once, to race the owner's next batch on
+// its budget row and, with a key sent twice among them, to abort that
+// batch too: under load, a storm of retries could leave no batch standing.
 func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 	// A key sent twice at once is written once: the later submissions
 	// answer from the first's task (Create's errKeyTaken), as they would
@@ -182,6 +193,65 @@ func (s *Service) admitBatch(ctx context.Context, all []*admission) error {
 			batch = append(batch, a)
 		}
 	}
+	err := s.writeBatch(ctx, batch)
+	if !isKeyTakenError(err) {
+		return err
+	}
+	// The insert that failed waited for the concurrent request to end, so
+	// a key it took is committed and visible now. One more try at most:
+	// a second failure sends the batch to admitAlone (errAlone).
+	taken, rerr := s.takenKeys(ctx, batch)
+	if rerr != nil || len(taken) == 0 {
+		return err // the taker rolled back: admitAlone tells the cases apart
+	}
+	rest := batch[:0:0]
+	for _, a := range all {
+		if taken[a.key] {
+			a.taken = true
+		} else if !a.taken {
+			rest = append(rest, a)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return s.writeBatch(ctx, rest)
+}
+
+// isKeyTakenError says whether err is the unique violation of a task's
+// idempotency key.
+func isKeyTakenError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgerrcode.UniqueViolation && pe.ConstraintName == "tasks_owner_idempotency_key"
+}
+
+// takenKeys returns which of the batch's keys a task of their owner
+// holds. A batch is one owner's.
+func (s *Service) takenKeys(ctx context.Context, batch []*admission) (map[string]bool, error) {
+	keys := make([]string, len(batch))
+	for i, a := range batch {
+		keys[i] = a.key
+	}
+	rows, err := s.pool.Query(ctx, `SELECT idempotency_key FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)`,
+		batch[0].owner, keys)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	taken := make(map[string]bool, len(list))
+	for _, k := range list {
+		taken[k] = true
+	}
+	return taken, nil
+}
+
+// writeBatch writes batch, whose keys are distinct, in one transaction: its
+// jobs in one statement, then its rows, its reservations and COMMIT in one
+// round trip.
+func (s *Service) writeBatch(ctx context.Context, batch []*admission) error {
 	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		// The jobs of those that need one (runs on arrival do not).
 		jobIDs := make([]int64, len(batch))

@@ -24,7 +24,9 @@
 // What queues behind a commit travels together (together.go): an owner's
 // waiting admissions in one transaction, its waiting successes in another,
 // each batch falling back to one transaction per task when it cannot
-// commit. A batch of admissions sends its task rows, its reservations
+// commit (an admission batch that meets keys a concurrent request took
+// first answers those from the taker's task and writes the rest together
+// once more). A batch of admissions sends its task rows, its reservations
 // (which find their balance rows themselves, budget.QueueReserve) and
 // COMMIT in one round trip; settlements and lone admissions first read
 // what they lock, then queue per owner within the process
