@@ -71,6 +71,12 @@ type Step struct {
 	Sustained            bool        `json:"sustained"`
 	Verdict              string      `json:"verdict"`
 	Timeline             []Second    `json:"timeline"`
+	// AfterVacuum is the admissions of the unrecorded load
+	// (Config.StepWarmup, AfterVacuumS seconds) between the VACUUM
+	// (ANALYZE) before the step and its measurement: what replanning every
+	// statement costs, kept apart from the steady state.
+	AfterVacuum  Summary `json:"after_vacuum_admission,omitzero"`
+	AfterVacuumS float64 `json:"after_vacuum_s,omitempty"`
 }
 
 // Second is one second of a step (see timeline).
@@ -334,6 +340,10 @@ func (p *printer) step(s Step) {
 		commits, wxacts, wal, fpi, fmt.Sprintf("%.1f", s.PollsPerTask), fmt.Sprintf("%.1f", s.Resources.HostLoad))
 	if !s.Sustained {
 		p.line("       not sustained: %s", s.Verdict)
+	}
+	if s.AfterVacuum.N > 0 {
+		p.line("       first %gs after VACUUM (ANALYZE), replanning, not recorded: admission p50 %s p99 %s max %s",
+			s.AfterVacuumS, msf(s.AfterVacuum.P50), msf(s.AfterVacuum.P99), msf(s.AfterVacuum.Max))
 	}
 	if s.Shed > 0 {
 		p.line("       shed: %d POSTs refused with 503 overloaded (%.1f %% of those sent), answered in p50 %s p99 %s; admitted %d",
