@@ -44,6 +44,7 @@
 #   BENCH_ADDR             serve's address                  (127.0.0.1:18480)
 #   BENCH_FAKE_ADDR        fake provider's address          (127.0.0.1:18490)
 #   BENCH_PROXY_ADDR       latency proxy's address          (127.0.0.1:18491)
+#   BENCH_SERVE_ENV        more environment for serve alone, e.g. "GOMAXPROCS=1 GOGC=200" (none)
 #   BENCH_PPROF_ADDR       serve's TOLLGATE_PPROF_ADDR; each duplicates run then saves
 #                          a server CPU profile in the results directory (off)
 #   BENCH_RESULTS          report and logs directory        (bench/results)
@@ -146,12 +147,14 @@ say "fake provider on $fake_addr (pid $!)"
 
 # The proxy is not up yet: tollbench starts it. serve only calls the model
 # once tasks arrive, by which time it is.
+# BENCH_SERVE_ENV is split on purpose: it holds NAME=value words.
+# shellcheck disable=SC2086
 DATABASE_URL=$serve_url TOLLGATE_ADDR=$addr TOLLGATE_MIGRATE=off \
 	MODEL_BASE_URL="http://$proxy_addr/v1" TOLLGATE_WORKERS=$workers TOLLGATE_PPROF_ADDR=$pprof_addr \
-	"$tollgate" serve 2>"$results/serve.log" &
+	env ${BENCH_SERVE_ENV:-} "$tollgate" serve 2>"$results/serve.log" &
 serve_pid=$!
 pids+=("$serve_pid")
-say "tollgate serve on $addr (pid $serve_pid, TOLLGATE_WORKERS=$workers, pool_max_conns=${BENCH_POOL_MAX_CONNS:-default}); logs in $results/"
+say "tollgate serve on $addr (pid $serve_pid, TOLLGATE_WORKERS=$workers, pool_max_conns=${BENCH_POOL_MAX_CONNS:-default}${BENCH_SERVE_ENV:+, $BENCH_SERVE_ENV}); logs in $results/"
 
 # BENCH_ARGS is split on purpose: it holds extra flags.
 # shellcheck disable=SC2086
