@@ -35,12 +35,15 @@ type Report struct {
 
 // Step is one rate at one model latency.
 type Step struct {
-	ProviderLatencyMS float64 `json:"provider_latency_ms"`
-	Rate              float64 `json:"rate"`
-	DurationS         float64 `json:"duration_s"`
-	Sent              int     `json:"sent"`
-	Admitted          int     `json:"admitted"`
-	Succeeded         int     `json:"succeeded"`
+	// StartedAt is when the measured arrivals began: timeline second t is
+	// StartedAt + t, to lay beside the server's and PostgreSQL's logs.
+	StartedAt         time.Time `json:"started_at"`
+	ProviderLatencyMS float64   `json:"provider_latency_ms"`
+	Rate              float64   `json:"rate"`
+	DurationS         float64   `json:"duration_s"`
+	Sent              int       `json:"sent"`
+	Admitted          int       `json:"admitted"`
+	Succeeded         int       `json:"succeeded"`
 	// Admission is arrival → POST answered 200/202.
 	Admission Summary `json:"admission"`
 	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
@@ -342,7 +345,7 @@ func (p *printer) step(s Step) {
 		p.line("       not sustained: %s", s.Verdict)
 	}
 	if s.AfterVacuum.N > 0 {
-		p.line("       first %gs after VACUUM (ANALYZE), replanning, not recorded: admission p50 %s p99 %s max %s",
+		p.line("       first %gs after the ANALYZE before the step (replanning), not recorded: admission p50 %s p99 %s max %s",
 			s.AfterVacuumS, msf(s.AfterVacuum.P50), msf(s.AfterVacuum.P99), msf(s.AfterVacuum.Max))
 	}
 	if s.Shed > 0 {

@@ -235,11 +235,16 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.LongPoll, cfg.TaskTimeout, cfg.MaxInFlight)
 	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if conn != nil {
+		s.vacuum = conn
 		var autovacuum string
 		if err := conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&autovacuum); err == nil && autovacuum == "off" {
-			s.vacuum = conn
+			s.vacuumSQL = `VACUUM (ANALYZE)`
 			rep.Notes = append(rep.Notes, "the server runs with autovacuum off: tollbench VACUUMs Tollgate's database before each step and scenario, "+
 				"as autovacuum would between them, so that a measurement does not pay for the dead rows of the ones before")
+		} else {
+			s.vacuumSQL = `ANALYZE`
+			rep.Notes = append(rep.Notes, "tollbench ANALYZEs Tollgate's database before each step and scenario (autovacuum does the rest): "+
+				"a database created for the run would otherwise keep, until autovacuum's first pass, plans chosen while its tables were empty")
 		}
 	}
 	if cfg.runs(ScenarioThroughput) {
@@ -322,21 +327,30 @@ type stepper struct {
 	meter *pgMeter // nil without a database URL
 	stmts *statements
 	runID string
-	// vacuum, when set, is the connection that VACUUMs the database before
-	// each step (the server's autovacuum is off).
-	vacuum *pgx.Conn
+	// vacuum, when set, is the connection that runs vacuumSQL on the
+	// database before each step: VACUUM (ANALYZE) when the server's
+	// autovacuum is off, ANALYZE alone when it is on. The scratch database
+	// is created for the run, and a statement first planned while its
+	// tables were empty keeps that plan until something invalidates it:
+	// with autovacuum on and no ANALYZE, the idempotency lookup's cached
+	// plan walked all of the owner's tasks (tasks_owner_created, filtering
+	// on the key) and admission p99 grew to 700 ms over the first 40 s of a
+	// 300/s step, with 62 POSTs shed, until autovacuum's first pass.
+	vacuum    *pgx.Conn
+	vacuumSQL string
 }
 
 // vacuumBefore VACUUMs Tollgate's database when the server's autovacuum
 // is off, as autovacuum would have between two measurements: without it a
 // measurement pays for the dead rows of the ones before (River's fetch
 // walked the dead versions of 10,000 jobs after the in-flight scenario,
-// 1.6-4.5 ms a call). what names the measurement in the error.
+// 1.6-4.5 ms a call); with autovacuum on it ANALYZEs (see
+// stepper.vacuum). what names the measurement in the error.
 func (s *stepper) vacuumBefore(ctx context.Context, what string) error {
 	if s.vacuum == nil {
 		return nil
 	}
-	if _, err := s.vacuum.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
+	if _, err := s.vacuum.Exec(ctx, s.vacuumSQL); err != nil {
 		return fmt.Errorf("bench: vacuum before %s: %w", what, err)
 	}
 	return nil
@@ -372,6 +386,7 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	sampled := make(chan Resources, 1)
 	go func() { sampled <- newSampler(s.cfg.ServerPID, s.cfg.BaseURL+"/metrics").run(sctx) }()
 
+	st.StartedAt = time.Now().UTC()
 	outcomes := s.load.run(ctx, rate, s.cfg.Duration, lat, prefix)
 	err = sleepUntil(ctx, time.Now().Add(s.cfg.Settle))
 	stopSampling()
