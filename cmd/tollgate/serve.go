@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/pgstats"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/migrations"
 	"github.com/tollgate/tollgate/provider"
@@ -166,6 +167,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	// Keys are answered from memory; a revocation anywhere reaches every
 	// instance's cache by NOTIFY (accounts.Store.CacheKeys).
 	go keys.CacheKeys(workCtx, accounts.CacheOptions{Logger: log})
+	// Statements prepared while a table was empty keep that plan until
+	// the table is analyzed; a fresh database gets its first ANALYZE
+	// within seconds of holding data, not at autovacuum's first pass.
+	go pgstats.Run(workCtx, pool, 5*time.Second, pgstats.DefaultMinBytes, log)
 	if addr := getenv("TOLLGATE_PPROF_ADDR"); addr != "" {
 		if err := startPprof(workCtx, addr, log); err != nil {
 			return err
