@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/tollgate/tollgate/internal/periodic"
 )
 
 // netGrace is how long past a run's job timeout its safety net waits: a
@@ -105,7 +107,7 @@ func (s *Service) NetsOnce(ctx context.Context) (int, error) {
 // netLoop runs NetsOnce every interval until ctx ends. Every instance may
 // run it: SKIP LOCKED keeps them from writing a task's net twice.
 func (s *Service) netLoop(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func(ctx context.Context) {
+	periodic.Every(ctx, interval, func(ctx context.Context) {
 		if _, err := s.NetsOnce(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("writing safety nets failed", slog.String("error", err.Error()))
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/internal/periodic"
 )
 
 // reapGrace is how long past its deadline an unfinished task may hold its
@@ -79,23 +81,9 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 // reapLoop runs ReapOnce every interval until ctx ends. Every instance may
 // run it: SKIP LOCKED keeps them from working on the same reservation.
 func (s *Service) reapLoop(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func(ctx context.Context) {
+	periodic.Every(ctx, interval, func(ctx context.Context) {
 		if _, err := s.ReapOnce(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("reaper failed", slog.String("error", err.Error()))
 		}
 	})
-}
-
-// every calls fn every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn(ctx)
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/internal/periodic"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -219,7 +220,7 @@ func (s *shedder) sample(ctx context.Context, pool *pgxpool.Pool) error {
 
 // sampleQueues reads the queues' waits every interval until ctx ends.
 func (s *Service) sampleQueues(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func(ctx context.Context) {
+	periodic.Every(ctx, interval, func(ctx context.Context) {
 		if err := s.shed.sample(ctx, s.pool); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "reading the queues' waits failed; not shedding on them until the next reading",
 				slog.String("error", err.Error()))

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/internal/periodic"
 	"github.com/tollgate/tollgate/internal/pglisten"
 )
 
@@ -209,7 +210,7 @@ const sweepBatch = 1000
 // the CPU the finishes needed, and fewer tasks finished the longer they
 // waited.
 func (w *waiter) sweep(ctx context.Context) {
-	every(ctx, w.recheck, func(ctx context.Context) {
+	periodic.Every(ctx, w.recheck, func(ctx context.Context) {
 		if err := w.sweepOnce(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("rechecking waited-for tasks failed; next sweep retries", slog.String("error", err.Error()))
 		}

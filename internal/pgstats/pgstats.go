@@ -22,6 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/internal/periodic"
 )
 
 // DefaultMinBytes is how much a never-analyzed table must hold before
@@ -69,14 +71,7 @@ func AnalyzeNew(ctx context.Context, pool *pgxpool.Pool, minBytes int64, skip ma
 // not tried again), and logs what it analyzed.
 func Run(ctx context.Context, pool *pgxpool.Pool, interval time.Duration, minBytes int64, log *slog.Logger) {
 	tried := map[string]bool{}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, interval, func(ctx context.Context) {
 		analyzed, err := AnalyzeNew(ctx, pool, minBytes, tried)
 		for _, name := range analyzed {
 			tried[name] = true
@@ -85,5 +80,5 @@ func Run(ctx context.Context, pool *pgxpool.Pool, interval time.Duration, minByt
 		if err != nil && ctx.Err() == nil {
 			log.Warn("analyzing new tables failed; the next round retries", slog.String("error", err.Error()))
 		}
-	}
+	})
 }
