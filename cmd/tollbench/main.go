@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&cfg.LongPoll, "long-poll", 0, "follow tasks with long polls (GET with Prefer: wait=`N`s) instead of polling every -poll-interval; 0 for interval polling")
 	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", time.Minute, "a task unfinished this long after its arrival is an error")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "unrecorded load at the first rate before measuring; negative for none")
-	fs.DurationVar(&cfg.StepWarmup, "step-warmup", 2*time.Second, "unrecorded load at each step's rate after the VACUUM before it (replanning), reported apart; negative for none")
+	fs.DurationVar(&cfg.StepWarmup, "step-warmup", 2*time.Second, "unrecorded load at each step's rate after the VACUUM (ANALYZE), or ANALYZE, before it (replanning), reported apart; negative for none")
 	fs.DurationVar(&cfg.Settle, "settle", 11*time.Second, "idle time after each step before reading Postgres's counters (idle backends report up to 10s late)")
 	fs.DurationVar(&cfg.AdmissionSLO, "admission-slo", 50*time.Millisecond, "a rate counts as sustained only with admission p99 under this")
 	fs.StringVar(&cfg.Revision, "revision", "", "name of the code measured, e.g. git describe --always --dirty (default: the binary's VCS stamp)")
