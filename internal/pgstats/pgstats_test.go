@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tollgate/tollgate/internal/pgstats"
 	"github.com/tollgate/tollgate/internal/testdb"
 )
@@ -40,15 +42,8 @@ func TestAnalyzeNewReplansTheIdempotencyLookup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		if err := rows.Err(); err != nil {
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.Join(lines, "\n")
