@@ -46,6 +46,11 @@ type Step struct {
 	Succeeded         int       `json:"succeeded"`
 	// Admission is arrival → POST answered 200/202.
 	Admission Summary `json:"admission"`
+	// ServerAdmission is the server's own timing of the step's POSTs
+	// (tollgate_http_request_seconds), routing to answer written, every
+	// answer included: the rest of Admission is the client's side, the
+	// connection and the machine's scheduling.
+	ServerAdmission ServerLatency `json:"server_admission,omitzero"`
 	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
 	// task's finished_at.
 	E2E        Summary `json:"e2e"`
@@ -343,6 +348,10 @@ func (p *printer) step(s Step) {
 		commits, wxacts, wal, fpi, fmt.Sprintf("%.1f", s.PollsPerTask), fmt.Sprintf("%.1f", s.Resources.HostLoad))
 	if !s.Sustained {
 		p.line("       not sustained: %s", s.Verdict)
+	}
+	if s.ServerAdmission.N > 0 {
+		p.line("       server's own time for the POSTs (tollgate_http_request_seconds, bucket-interpolated): p50 %s p95 %s p99 %s",
+			msf(s.ServerAdmission.P50), msf(s.ServerAdmission.P95), msf(s.ServerAdmission.P99))
 	}
 	if s.AfterVacuum.N > 0 {
 		p.line("       first %gs after the ANALYZE before the step (replanning), not recorded: admission p50 %s p99 %s max %s",

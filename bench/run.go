@@ -382,12 +382,20 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	if err != nil {
 		return st, err
 	}
+	// The server's own timing of the admissions, around the arrivals; a
+	// failed scrape leaves it out of the report, not the step.
+	metricsURL := s.cfg.BaseURL + "/metrics"
+	scrape := &http.Client{Timeout: 5 * time.Second}
+	admittedBefore, berr := admissionBuckets(ctx, scrape, metricsURL)
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan Resources, 1)
-	go func() { sampled <- newSampler(s.cfg.ServerPID, s.cfg.BaseURL+"/metrics").run(sctx) }()
+	go func() { sampled <- newSampler(s.cfg.ServerPID, metricsURL).run(sctx) }()
 
 	st.StartedAt = time.Now().UTC()
 	outcomes := s.load.run(ctx, rate, s.cfg.Duration, lat, prefix)
+	if admittedAfter, aerr := admissionBuckets(ctx, scrape, metricsURL); berr == nil && aerr == nil {
+		st.ServerAdmission = summarizeBuckets(subtractBuckets(admittedAfter, admittedBefore))
+	}
 	err = sleepUntil(ctx, time.Now().Add(s.cfg.Settle))
 	stopSampling()
 	st.Resources = <-sampled

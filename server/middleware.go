@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/codes"
@@ -131,10 +132,12 @@ func principalOf(c echo.Context) accounts.Principal {
 }
 
 // countRequests counts every request by route pattern (never the raw path,
-// which holds ids), method and final status.
+// which holds ids), method and final status, and times it: from here, once
+// routed, to its answer written, a problem's included.
 func countRequests(m *metrics.Metrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			start := time.Now()
 			err := next(c)
 			if err != nil {
 				c.Error(err) // render the problem now, so its status is counted
@@ -143,7 +146,7 @@ func countRequests(m *metrics.Metrics) echo.MiddlewareFunc {
 			if route == "" {
 				route = "unmatched"
 			}
-			m.HTTPRequest(route, c.Request().Method, c.Response().Status)
+			m.HTTPRequest(route, c.Request().Method, c.Response().Status, time.Since(start))
 			return nil
 		}
 	}

@@ -80,7 +80,7 @@ func TestAlertRules(t *testing.T) {
 	want := []string{
 		"TollgateFallbackRateHigh", "TollgateBreakerOpen", "TollgateBudgetAt90Percent",
 		"TollgateQueueStalled", "TollgateUnclassifiedProviderErrors", "TollgateBudgetOrphansReaped",
-		"TollgateShedding", "TollgateProviderErrorRatioHigh", "TollgateHTTP5xxRateHigh",
+		"TollgateShedding", "TollgateProviderErrorRatioHigh", "TollgateHTTP5xxRateHigh", "TollgateAdmissionSlow",
 	}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts = %v\nwant %v", alerts, want)

@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The server's own view of admission: tollgate_http_request_seconds for
+// POST /v1/tasks, read before and after a step's arrivals. Laid beside the
+// client's admission latency it splits the time: what the server took from
+// routing the request to writing the answer, and the rest (the load
+// generator's own scheduling, the connection, the kernel), which on a
+// shared 2-core machine is part of what a client waits.
+
+// admissionSeries selects the admission series of the server's request
+// histogram.
+const admissionSeries = `tollgate_http_request_seconds_bucket{method="POST",route="/v1/tasks",`
+
+// bucket is one cumulative histogram bucket: Count observations at or
+// below LE seconds.
+type bucket struct {
+	LE    float64
+	Count float64
+}
+
+// parseBuckets returns the cumulative buckets of the series whose lines
+// start with prefix (a metric name and the labels before le), ordered by
+// bound, +Inf last.
+func parseBuckets(body []byte, prefix string) []bucket {
+	var out []bucket
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), prefix)
+		if !ok {
+			continue
+		}
+		le, rest, ok := strings.Cut(line, `"}`)
+		if !ok {
+			continue
+		}
+		le, ok = strings.CutPrefix(le, `le="`)
+		if !ok {
+			continue
+		}
+		bound, err := strconv.ParseFloat(le, 64) // "+Inf" parses as +Inf
+		if err != nil {
+			continue
+		}
+		val, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		n, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, bucket{LE: bound, Count: n})
+	}
+	slices.SortFunc(out, func(a, b bucket) int {
+		switch {
+		case a.LE < b.LE:
+			return -1
+		case a.LE > b.LE:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// subtractBuckets returns after minus before, bucket by bucket: the
+// observations in between. Buckets missing from before count zero (the
+// series appeared with the first request).
+func subtractBuckets(after, before []bucket) []bucket {
+	prev := make(map[float64]float64, len(before))
+	for _, b := range before {
+		prev[b.LE] = b.Count
+	}
+	out := make([]bucket, len(after))
+	for i, b := range after {
+		out[i] = bucket{LE: b.LE, Count: b.Count - prev[b.LE]}
+	}
+	return out
+}
+
+// quantile estimates the q-quantile of cumulative buckets as Prometheus's
+// histogram_quantile does: linearly within the bucket the rank falls in,
+// from 0 for the first. A rank in the +Inf bucket returns the highest
+// finite bound. It returns NaN for no observations.
+func quantile(q float64, bs []bucket) float64 {
+	if len(bs) == 0 || bs[len(bs)-1].Count <= 0 {
+		return math.NaN()
+	}
+	total := bs[len(bs)-1].Count
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.Count >= rank {
+			if math.IsInf(b.LE, 1) {
+				return lower
+			}
+			if b.Count == below {
+				return b.LE
+			}
+			return lower + (b.LE-lower)*(rank-below)/(b.Count-below)
+		}
+		lower, below = b.LE, b.Count
+	}
+	return lower
+}
+
+// ServerLatency is the server's own timing of the step's admissions, from
+// its histogram's buckets: quantiles are interpolated within a bucket, so
+// they are as fine as the buckets (1–15 ms wide below 50 ms).
+type ServerLatency struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+// summarizeBuckets turns the buckets of a step (seconds) into a
+// ServerLatency (milliseconds).
+func summarizeBuckets(bs []bucket) ServerLatency {
+	if len(bs) == 0 || bs[len(bs)-1].Count <= 0 {
+		return ServerLatency{}
+	}
+	return ServerLatency{
+		N:   int(bs[len(bs)-1].Count),
+		P50: quantile(0.50, bs) * 1000,
+		P95: quantile(0.95, bs) * 1000,
+		P99: quantile(0.99, bs) * 1000,
+	}
+}
+
+// admissionBuckets scrapes the server's metrics for its admission
+// histogram. A server without the histogram gives none.
+func admissionBuckets(ctx context.Context, client *http.Client, metricsURL string) ([]bucket, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench: %s: %s", metricsURL, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	return parseBuckets(body, admissionSeries), nil
+}
