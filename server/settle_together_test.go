@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tollgate/tollgate/accounts"
 )
 
@@ -242,9 +244,10 @@ func TestAdmissionMeetingAKeyTakenByAnotherInstance(t *testing.T) {
 // replay and still writes the rest together, in a second try of the same
 // batch, instead of sending every member to a transaction of its own. The
 // second instance's batch is made by holding the owner's balance rows: the
-// first instance's admission of the key and the second's first admission
-// wait on them, and the second's next three submissions (the taken key and
-// two new ones) queue behind its first before the rows are released.
+// first instance's admission of the key and the second's first two
+// admissions (one in each of its lanes) wait on them, and the second's next
+// three submissions (the taken key and two new ones) queue behind those
+// before the rows are released.
 func TestAdmissionBatchMeetingATakenKeyStaysTogether(t *testing.T) {
 	t.Parallel()
 	first := newEnv(t, envOptions{noWorkers: true, queueOnly: true})
@@ -252,18 +255,20 @@ func TestAdmissionBatchMeetingATakenKeyStaysTogether(t *testing.T) {
 	key := first.owner("takenco", accounts.RoleClient, 1_000_000_000)
 	release := first.holdBalanceRows("takenco")
 	body := taskBody("a key two instances want", 20)
-	answers := make(chan response, 5)
+	answers := make(chan response, 6)
 	go func() { answers <- first.post(key, "taken", body, nil) }()
 	first.waitingOnLocks(1) // the first instance's row for "taken", uncommitted
 	go func() { answers <- second.post(key, "second-first", body, nil) }()
-	first.waitingOnLocks(2) // the second instance's batch of one, in progress
+	first.waitingOnLocks(2) // the second instance's first batch of one, in progress
+	go func() { answers <- second.post(key, "second-second", body, nil) }()
+	first.waitingOnLocks(3) // its second, in its other lane
 	for _, idem := range []string{"taken", "new-1", "new-2"} {
 		go func() { answers <- second.post(key, idem, body, nil) }()
 	}
-	second.waitFor("four admissions in progress on the second instance", func() bool { return second.tasks.Admitting() == 4 })
+	second.waitFor("five admissions in progress on the second instance", func() bool { return second.tasks.Admitting() == 5 })
 	release()
 	replays := 0
-	for range 5 {
+	for range 6 {
 		r := <-answers
 		if r.status != http.StatusAccepted {
 			t.Fatalf("status %d %s, want 202", r.status, r.body)
@@ -276,22 +281,22 @@ func TestAdmissionBatchMeetingATakenKeyStaysTogether(t *testing.T) {
 		t.Errorf("%d answers marked as replays, want 1 (the second instance's copy of the taken key)", replays)
 	}
 	first.expectScalars([]scalarCheck{
-		{"tasks", `SELECT count(*) FROM tasks`, 4},
-		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, 4},
-		{"held reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'held'`, 4},
+		{"tasks", `SELECT count(*) FROM tasks`, 5},
+		{"jobs", `SELECT count(*) FROM river_job WHERE kind = 'tollgate_task'`, 5},
+		{"held reservations", `SELECT count(*) FROM budget_reservations WHERE state = 'held'`, 5},
 		{"reserved minus the tasks' reservations", `
 			SELECT (SELECT reserved_micros FROM budget_periods WHERE owner_id = 'takenco' AND workload = '')
 			     - (SELECT sum(reserved_micros) FROM tasks)`, 0},
 	})
 	first.checkInvariants()
 
-	// The second instance: its first admission alone, then new-1 and new-2
-	// together: two batches, three tasks.
+	// The second instance: its first two admissions alone, then new-1 and
+	// new-2 together: three batches, four tasks.
 	r := second.do(http.MethodGet, "/metrics", "", nil, nil)
 	count := metricValue(t, r.body, "tollgate_admission_batch_tasks_count")
 	sum := metricValue(t, r.body, "tollgate_admission_batch_tasks_sum")
-	if count != 2 || sum != 3 {
-		t.Errorf("second instance: %v tasks admitted in %v batches, want 3 in 2 (the batch that met the taken key kept its other two)", sum, count)
+	if count != 3 || sum != 4 {
+		t.Errorf("second instance: %v tasks admitted in %v batches, want 4 in 3 (the batch that met the taken key kept its other two)", sum, count)
 	}
 }
 
@@ -301,7 +306,17 @@ func TestAdmissionBatchMeetingATakenKeyStaysTogether(t *testing.T) {
 func (e *env) holdBalanceRows(owner string) (release func()) {
 	e.t.Helper()
 	ctx := context.Background()
-	hold, err := e.pool.Begin(ctx)
+	// A connection of its own, not one of the pool's few (pgxpool's
+	// default on a small machine is 4), which the admissions held need.
+	if e.dbURL == "" {
+		e.t.Fatal("holdBalanceRows needs the env that created the database")
+	}
+	conn, err := pgx.Connect(ctx, e.dbURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = conn.Close(ctx) })
+	hold, err := conn.Begin(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -252,6 +254,11 @@ func (s *Service) takenKeys(ctx context.Context, batch []*admission) (map[string
 // jobs in one statement, then its rows, its reservations and COMMIT in one
 // round trip.
 func (s *Service) writeBatch(ctx context.Context, batch []*admission) error {
+	// Rows in key order: two batches of the owner running at once
+	// (admissionLanes), each holding a key the other sends too, wait for
+	// one another in one direction, never in a cycle that PostgreSQL would
+	// break only after deadlock_timeout.
+	slices.SortFunc(batch, func(a, b *admission) int { return strings.Compare(a.key, b.key) })
 	return pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		// The jobs of those that need one (runs on arrival do not).
 		jobIDs := make([]int64, len(batch))
@@ -296,8 +303,8 @@ func (s *Service) writeBatch(ctx context.Context, batch []*admission) error {
 		// Not under the owner's queue (commitOnBudget): the rows inserted
 		// before the reservation may wait for a concurrent request's
 		// uncommitted row with the same key, which may itself be waiting
-		// for that queue. One batch per owner at a time already keeps the
-		// budget row's waiters few.
+		// for that queue. At most admissionLanes batches per owner at a
+		// time already keep the budget row's waiters few.
 		return tx.CommitWith(ctx, b)
 	})
 }

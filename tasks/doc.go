@@ -22,7 +22,9 @@
 // the transaction and is sent with COMMIT in one pipeline (internal/pipetx),
 // so the row is held only while PostgreSQL runs the statement and commits.
 // What queues behind a commit travels together (together.go): an owner's
-// waiting admissions in one transaction, its waiting successes in another,
+// waiting admissions in one transaction (two such batches may run at once,
+// admissionLanes, so that one slow batch does not hold the owner's next
+// admissions), its waiting successes in another,
 // each batch falling back to one transaction per task when it cannot
 // commit (an admission batch that meets keys a concurrent request took
 // first answers those from the taker's task and writes the rest together

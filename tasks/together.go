@@ -14,18 +14,22 @@ const maxTogether = 64
 // batch shares one transaction, one hand-over of the row's lock and one
 // commit.
 //
-// Batching is natural: work that finds no batch of its owner in progress
-// runs at once (a batch of one, no added wait); work that arrives meanwhile
-// queues, and the oldest of it runs the next batch, with everything queued
-// by then, once the current batch is done. Each goroutine runs at most one
-// batch, its own, so none is held past its own work for long.
+// Batching is natural: work that finds one of its owner's lanes free runs
+// at once (a batch of one, no added wait); work that arrives while every
+// lane runs a batch queues, and the oldest of it runs the next batch, with
+// everything queued by then, in the first lane to come free. Each
+// goroutine runs at most one batch, its own, so none is held past its own
+// work for long.
 type together[T any] struct {
+	// lanes is how many batches of one owner may run at once; 0 means 1.
+	lanes  int
 	mu     sync.Mutex
 	owners map[string]*waiting[T]
 }
 
 type waiting[T any] struct {
-	queued []*member[T]
+	running int // batches of the owner running
+	queued  []*member[T]
 }
 
 type member[T any] struct {
@@ -46,23 +50,30 @@ func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
 	if g.owners == nil {
 		g.owners = map[string]*waiting[T]{}
 	}
-	w, busy := g.owners[owner]
-	if !busy {
+	w := g.owners[owner]
+	if w == nil {
 		w = &waiting[T]{}
 		g.owners[owner] = w
 	}
-	w.queued = append(w.queued, me)
+	// A lane is free only while nothing is queued: a batch leaving its
+	// lane hands it to the oldest queued value first (handOver).
+	lead := w.running < max(g.lanes, 1)
+	if lead {
+		w.running++
+	} else {
+		w.queued = append(w.queued, me)
+	}
 	g.mu.Unlock()
 
-	if busy {
-		// The goroutine running the current batch hands over to this one
-		// or runs this value in a batch; it never leaves it waiting. The
-		// wait is bounded by that batch's transaction.
+	if !lead {
+		// A goroutine running a batch of owner hands its lane over to
+		// this one or runs this value in its next batch; it never leaves
+		// it waiting. The wait is bounded by that batch's transaction.
 		if err := <-me.done; !errors.Is(err, errLead) {
 			return err
 		}
 	}
-	batch := g.take(owner)
+	batch := append([]*member[T]{me}, g.take(owner, maxTogether-1)...)
 	values := make([]T, len(batch))
 	for i, m := range batch {
 		values[i] = m.v
@@ -72,10 +83,8 @@ func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
 	// a batch must never strand its owner's later work.
 	err := errAlone
 	defer func() {
-		for _, m := range batch {
-			if m != me {
-				m.done <- err
-			}
+		for _, m := range batch[1:] {
+			m.done <- err
 		}
 		g.handOver(owner)
 	}()
@@ -83,26 +92,32 @@ func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
 	return err
 }
 
-// take removes up to maxTogether queued members of owner, oldest first.
-func (g *together[T]) take(owner string) []*member[T] {
+// take removes up to n queued members of owner, oldest first.
+func (g *together[T]) take(owner string, n int) []*member[T] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.owners[owner]
-	n := min(len(w.queued), maxTogether)
+	n = min(len(w.queued), n)
 	batch := slices.Clone(w.queued[:n])
 	w.queued = w.queued[n:]
 	return batch
 }
 
-// handOver makes the oldest queued member of owner run the next batch, or
-// forgets the owner when none is queued.
+// handOver gives the lane a batch of owner just left to the oldest queued
+// member, which runs the next batch, or frees the lane when none is
+// queued, forgetting the owner when no lane is in use.
 func (g *together[T]) handOver(owner string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.owners[owner]
 	if len(w.queued) == 0 {
-		delete(g.owners, owner)
+		w.running--
+		if w.running == 0 {
+			delete(g.owners, owner)
+		}
 		return
 	}
-	w.queued[0].done <- errLead
+	next := w.queued[0]
+	w.queued = w.queued[1:]
+	next.done <- errLead
 }

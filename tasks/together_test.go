@@ -99,3 +99,72 @@ func TestTogetherBatchesAndHandsOver(t *testing.T) {
 		t.Errorf("owners left after a panic: %d, want 0", len(g.owners))
 	}
 }
+
+// TestTogetherLanesRunBatchesSideBySide: with two lanes, two batches of one
+// owner run at once and a third value waits for a lane; a lane left is
+// handed to the oldest waiting value, with whatever queued behind it; every
+// value runs once, and the owner is forgotten when both lanes are free.
+func TestTogetherLanesRunBatchesSideBySide(t *testing.T) {
+	g := together[int]{lanes: 2}
+	var mu sync.Mutex
+	running, most := 0, 0
+	seen := map[int]int{}
+	var sizes []int
+	gates := map[int]chan struct{}{0: make(chan struct{}), 1: make(chan struct{})}
+	run := func(batch []int) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		gate := gates[batch[0]]
+		mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		running--
+		sizes = append(sizes, len(batch))
+		for _, v := range batch {
+			seen[v]++
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 12)
+	start := func(v int) {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[v] = g.do("o", v, run) }()
+	}
+	start(0)
+	eventually.Wait(t, "the first batch running", func() bool { mu.Lock(); defer mu.Unlock(); return running == 1 })
+	start(1)
+	eventually.Wait(t, "the second batch running beside it", func() bool { mu.Lock(); defer mu.Unlock(); return running == 2 })
+	if q := g.queued("o"); q != 0 {
+		t.Fatalf("queued = %d with a lane free for each, want 0", q)
+	}
+	for v := 2; v < 12; v++ {
+		start(v)
+	}
+	eventually.Wait(t, "10 values waiting for a lane", func() bool { return g.queued("o") == 10 })
+	close(gates[0]) // value 2 takes the lane, with the nine behind it
+	eventually.Wait(t, "the queue taken", func() bool { return g.queued("o") == 0 })
+	close(gates[1])
+	wg.Wait()
+	for v, err := range errs {
+		if err != nil {
+			t.Errorf("value %d: %v", v, err)
+		}
+		if seen[v] != 1 {
+			t.Errorf("value %d ran %d times, want once", v, seen[v])
+		}
+	}
+	if most != 2 {
+		t.Errorf("at most %d batches ran at once, want 2", most)
+	}
+	if len(sizes) != 3 || sizes[2] != 10 && sizes[1] != 10 {
+		t.Errorf("batch sizes %v, want two of one and one of ten", sizes)
+	}
+	if len(g.owners) != 0 {
+		t.Errorf("owners left: %d, want 0", len(g.owners))
+	}
+}
