@@ -159,7 +159,7 @@ func (ss *Settlements) Queue(b *pgx.Batch, thresholds []int) {
 			       WITH ORDINALITY AS s (task_id, workload, model, input_tokens, output_tokens, source, cost, ord)
 		), r AS (
 			UPDATE budget_reservations res SET state = 'settled', closed_at = now()
-			FROM s WHERE res.task_id = s.task_id AND res.state = 'held'
+			FROM s WHERE res.task_id = s.task_id AND res.`+stillHeld+`
 			RETURNING res.task_id, res.owner_id, res.amount_micros AS amount, res.budget_period_ids, s.ord, s.cost
 		), rr AS (
 			SELECT r.*, x.id AS period_id FROM r, unnest(r.budget_period_ids) AS x (id)

@@ -344,7 +344,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 	b.Queue(`
 		WITH r AS (
 			UPDATE budget_reservations SET state = 'settled', closed_at = now()
-			WHERE task_id = $1 AND state = 'held'
+			WHERE task_id = $1 AND `+stillHeld+`
 			RETURNING owner_id, amount_micros, budget_period_ids
 		), locked AS (
 			SELECT b.id, b.total_micros, b.reserved_micros, b.spent_micros,
@@ -454,10 +454,21 @@ func ReleaseTx(ctx context.Context, tx pgx.Tx, taskID string) error {
 	return nil
 }
 
+// stillHeld is how a statement that closes reservations by task id says
+// "held": closed_at IS NULL, which the table's CHECK
+// (budget_reservations_closed) makes the same as state = 'held'. Written
+// as state = 'held', the condition matches the predicate of the partial
+// indexes on held reservations, and a plan made while statistics said
+// nothing was held (ANALYZE in a quiet moment, then a burst) walks one of
+// them, every held reservation, instead of the primary key: at 3,000 held,
+// 209 buffers and 2,999 rows filtered out for one settlement. Nothing
+// else implies those predicates, so only the primary key can find the row.
+const stillHeld = `closed_at IS NULL`
+
 func closeReservation(ctx context.Context, tx pgx.Tx, taskID, state string) (owner string, amount int64, ids []int64, err error) {
 	err = tx.QueryRow(ctx, `
 		UPDATE budget_reservations SET state = $2, closed_at = now()
-		WHERE task_id = $1 AND state = 'held'
+		WHERE task_id = $1 AND `+stillHeld+`
 		RETURNING owner_id, amount_micros, budget_period_ids`, taskID, state).Scan(&owner, &amount, &ids)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", 0, nil, ErrNotFound
