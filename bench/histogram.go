@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -142,19 +140,7 @@ func summarizeBuckets(bs []bucket) ServerLatency {
 // admissionBuckets scrapes the server's metrics for its admission
 // histogram. A server without the histogram gives none.
 func admissionBuckets(ctx context.Context, client *http.Client, metricsURL string) ([]bucket, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: %s: %s", metricsURL, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := scrapeMetrics(ctx, client, metricsURL)
 	if err != nil {
 		return nil, err
 	}

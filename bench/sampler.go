@@ -116,23 +116,28 @@ func (s *sampler) scrape(ctx context.Context, r *Resources) {
 
 // metrics scrapes the unlabelled samples of a Prometheus text exposition.
 func (s *sampler) metrics(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
+	body, err := scrapeMetrics(ctx, s.client, s.metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Do(req)
+	return parseMetrics(body), nil
+}
+
+// scrapeMetrics returns the server's Prometheus text exposition.
+func scrapeMetrics(ctx context.Context, client *http.Client, metricsURL string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: %s: %s", s.metricsURL, resp.Status)
+		return nil, fmt.Errorf("bench: %s: %s", metricsURL, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	return parseMetrics(body), nil
+	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 }
 
 // parseMetrics returns each metric of a Prometheus text exposition with
