@@ -229,7 +229,8 @@ type Service struct {
 // orders them. Two batches still cap the row's waiters from one process,
 // which is what the single lane was for (see writeBatch). Measured in
 // docs/BENCHMARKS.md (ninth session): at 200 tasks/s with a 1 s model,
-// admission p99 fell from 34–65 ms to 20–30 ms in alternating runs.
+// the median admission p99 of seven alternating pairs fell from 34 to
+// 23 ms (lower with two lanes in six); four lanes did no better.
 const admissionLanes = 2
 
 // commitOnBudget sends b, whose last statement locks owner's budget rows
