@@ -251,7 +251,46 @@ func (m *Metrics) BudgetAlert(thresholdPct int) {
 // state. Reading at scrape time keeps them right across every instance
 // sharing the database.
 func (m *Metrics) WatchDatabase(pool *pgxpool.Pool, log *slog.Logger) {
-	m.Registry.MustRegister(&dbCollector{pool: pool, log: log})
+	m.Registry.MustRegister(&dbCollector{pool: pool, log: log}, &poolCollector{pool: pool})
+}
+
+var (
+	poolConnsDesc = prometheus.NewDesc("tollgate_db_pool_connections",
+		"This process's PostgreSQL connections by state: in_use, idle, constructing.", []string{"state"}, nil)
+	poolMaxDesc = prometheus.NewDesc("tollgate_db_pool_max_connections",
+		"The most connections this process's pool opens (pool_max_conns in DATABASE_URL).", nil, nil)
+	poolAcquiresDesc = prometheus.NewDesc("tollgate_db_pool_acquires_total",
+		"Connections taken from the pool.", nil, nil)
+	poolWaitsDesc = prometheus.NewDesc("tollgate_db_pool_waits_total",
+		"Connections taken from the pool after waiting for one to be given back or opened, none being idle: a pool too small for the load, or statements held up.", nil, nil)
+	poolWaitSecondsDesc = prometheus.NewDesc("tollgate_db_pool_wait_seconds_total",
+		"Time spent waiting for a connection to be given back or opened, none being idle.", nil, nil)
+	poolCanceledDesc = prometheus.NewDesc("tollgate_db_pool_canceled_acquires_total",
+		"Waits for a connection that ended with the request's context (canceled or timed out).", nil, nil)
+)
+
+// poolCollector reads the process's own connection pool at scrape time:
+// whether requests wait for a connection, and for how long, is the first
+// question when latency rises with load. Per instance (unlike the
+// database gauges): aggregate with sum.
+type poolCollector struct{ pool *pgxpool.Pool }
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolConnsDesc, poolMaxDesc, poolAcquiresDesc, poolWaitsDesc, poolWaitSecondsDesc, poolCanceledDesc} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(s.AcquiredConns()), "in_use")
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")
+	ch <- prometheus.MustNewConstMetric(poolMaxDesc, prometheus.GaugeValue, float64(s.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(poolAcquiresDesc, prometheus.CounterValue, float64(s.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolWaitsDesc, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolWaitSecondsDesc, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds())
+	ch <- prometheus.MustNewConstMetric(poolCanceledDesc, prometheus.CounterValue, float64(s.CanceledAcquireCount()))
 }
 
 var (

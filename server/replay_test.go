@@ -162,6 +162,8 @@ func TestMetricsCountProviderCallsByClassAndFlagUnclassifiedErrors(t *testing.T)
 		`tollgate_tasks_created_total{outcome="created"} 1`,
 		`tollgate_http_requests_total{method="POST",route="/v1/tasks",status="202"} 1`,
 		`tollgate_http_request_seconds_count{method="POST",route="/v1/tasks"} 1`,
+		`tollgate_db_pool_connections{state="in_use"} `,
+		`tollgate_db_pool_waits_total `,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

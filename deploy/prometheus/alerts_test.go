@@ -81,6 +81,7 @@ func TestAlertRules(t *testing.T) {
 		"TollgateFallbackRateHigh", "TollgateBreakerOpen", "TollgateBudgetAt90Percent",
 		"TollgateQueueStalled", "TollgateUnclassifiedProviderErrors", "TollgateBudgetOrphansReaped",
 		"TollgateShedding", "TollgateProviderErrorRatioHigh", "TollgateHTTP5xxRateHigh", "TollgateAdmissionSlow",
+		"TollgateDBPoolWaiting",
 	}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts = %v\nwant %v", alerts, want)
