@@ -137,12 +137,51 @@ func summarizeBuckets(bs []bucket) ServerLatency {
 	}
 }
 
-// admissionBuckets scrapes the server's metrics for its admission
-// histogram. A server without the histogram gives none.
-func admissionBuckets(ctx context.Context, client *http.Client, metricsURL string) ([]bucket, error) {
+// serverReading is one scrape of the server's metrics: its admission
+// histogram and its connection pool's counters.
+type serverReading struct {
+	admission []bucket
+	pool      poolCounters
+}
+
+// poolCounters are the server's tollgate_db_pool_* counters.
+type poolCounters struct{ acquires, waits, waitSeconds float64 }
+
+// readServer scrapes the server's metrics once. A server without the
+// histogram or the pool's series gives none of them.
+func readServer(ctx context.Context, client *http.Client, metricsURL string) (serverReading, error) {
 	body, err := scrapeMetrics(ctx, client, metricsURL)
 	if err != nil {
-		return nil, err
+		return serverReading{}, err
 	}
-	return parseBuckets(body, admissionSeries), nil
+	m := parseMetrics(body)
+	return serverReading{
+		admission: parseBuckets(body, admissionSeries),
+		pool: poolCounters{
+			acquires: m["tollgate_db_pool_acquires_total"], waits: m["tollgate_db_pool_waits_total"],
+			waitSeconds: m["tollgate_db_pool_wait_seconds_total"],
+		},
+	}, nil
+}
+
+// PoolWaits is how the server's connection pool served a step, per task
+// finished: connections taken, how many of those waited (none idle), and
+// the time waited.
+type PoolWaits struct {
+	AcquiresPerTask float64 `json:"acquires_per_task"`
+	WaitsPerTask    float64 `json:"waits_per_task"`
+	WaitMSPerTask   float64 `json:"wait_ms_per_task"`
+}
+
+// poolWaits is the pool's use between two readings, per task.
+func poolWaits(before, after poolCounters, tasks int) PoolWaits {
+	if tasks <= 0 || after.acquires <= before.acquires {
+		return PoolWaits{}
+	}
+	n := float64(tasks)
+	return PoolWaits{
+		AcquiresPerTask: (after.acquires - before.acquires) / n,
+		WaitsPerTask:    (after.waits - before.waits) / n,
+		WaitMSPerTask:   (after.waitSeconds - before.waitSeconds) * 1000 / n,
+	}
 }

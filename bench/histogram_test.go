@@ -84,3 +84,26 @@ func TestSubtractBucketsKeepsTheStepsObservations(t *testing.T) {
 		t.Error("no buckets must summarise to nothing")
 	}
 }
+
+func TestPoolWaitsPerTask(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after poolCounters
+		tasks         int
+		want          PoolWaits
+	}{
+		{"waits", poolCounters{100, 4, 0.5}, poolCounters{500, 24, 0.9}, 100, PoolWaits{AcquiresPerTask: 4, WaitsPerTask: 0.2, WaitMSPerTask: 4}},
+		{"no waits", poolCounters{10, 1, 0.01}, poolCounters{30, 1, 0.01}, 10, PoolWaits{AcquiresPerTask: 2}},
+		{"no tasks", poolCounters{10, 1, 0}, poolCounters{30, 2, 1}, 0, PoolWaits{}},
+		{"a server without the series", poolCounters{}, poolCounters{}, 10, PoolWaits{}},
+		{"a restarted server", poolCounters{500, 20, 2}, poolCounters{40, 1, 0.1}, 10, PoolWaits{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := poolWaits(tc.before, tc.after, tc.tasks)
+			if math.Abs(got.AcquiresPerTask-tc.want.AcquiresPerTask) > 1e-9 || math.Abs(got.WaitsPerTask-tc.want.WaitsPerTask) > 1e-9 ||
+				math.Abs(got.WaitMSPerTask-tc.want.WaitMSPerTask) > 1e-9 {
+				t.Errorf("poolWaits = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -51,6 +51,10 @@ type Step struct {
 	// answer included: the rest of Admission is the client's side, the
 	// connection and the machine's scheduling.
 	ServerAdmission ServerLatency `json:"server_admission,omitzero"`
+	// Pool is how the server's connection pool served the step
+	// (tollgate_db_pool_*): a wait for a connection is time an admission
+	// can spend before PostgreSQL sees it.
+	Pool PoolWaits `json:"server_pool,omitzero"`
 	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
 	// task's finished_at.
 	E2E        Summary `json:"e2e"`
@@ -126,6 +130,7 @@ type ConfigView struct {
 	PGBenchClients    []int           `json:"pgbench_clients,omitempty"`
 	PGBenchDurationS  float64         `json:"pgbench_duration_s,omitempty"`
 	ServerWorkers     int             `json:"server_workers,omitempty"`
+	Nice              int             `json:"nice,omitempty"` // tollbench's nice value during the throughput steps
 	InFlight          *InFlightView   `json:"in_flight,omitempty"`
 	Duplicates        *DuplicatesView `json:"duplicates,omitempty"`
 }
@@ -152,7 +157,7 @@ func viewOf(c Config) ConfigView {
 		BaseURL: c.BaseURL, Rates: c.Rates, DurationS: c.Duration.Seconds(), ProxyAddr: c.ProxyAddr,
 		Upstream: c.Upstream, ServerPID: c.ServerPID, PollIntervalMS: ms(c.PollInterval), LongPollS: c.LongPoll.Seconds(),
 		TaskTimeoutS: c.TaskTimeout.Seconds(), WarmupS: max(c.Warmup, 0).Seconds(), SettleS: c.Settle.Seconds(),
-		AdmissionSLOMS: ms(c.AdmissionSLO),
+		AdmissionSLOMS: ms(c.AdmissionSLO), Nice: c.Nice,
 	}
 	for _, l := range c.ProviderLatencies {
 		v.ProviderLatencyMS = append(v.ProviderLatencyMS, ms(l))
@@ -296,8 +301,12 @@ func (p *printer) header(r *Report) {
 		if c.LongPollS > 0 {
 			polling = fmt.Sprintf("long polls (Prefer: wait=%g)", c.LongPollS)
 		}
-		p.line("throughput: rates %v/s for %gs each; model latency %v ms; %s; admission SLO %g ms",
-			c.Rates, c.DurationS, c.ProviderLatencyMS, polling, c.AdmissionSLOMS)
+		niced := ""
+		if c.Nice > 0 {
+			niced = fmt.Sprintf("; tollbench at nice %d during the steps", c.Nice)
+		}
+		p.line("throughput: rates %v/s for %gs each; model latency %v ms; %s; admission SLO %g ms%s",
+			c.Rates, c.DurationS, c.ProviderLatencyMS, polling, c.AdmissionSLOMS, niced)
 	}
 	if f := c.InFlight; f != nil {
 		p.line("in flight: %d tasks at a model latency of %g ms from %d submitters%s; at most %gs",
@@ -352,6 +361,10 @@ func (p *printer) step(s Step) {
 	if s.ServerAdmission.N > 0 {
 		p.line("       server's own time for the POSTs (tollgate_http_request_seconds, bucket-interpolated): p50 %s p95 %s p99 %s",
 			msf(s.ServerAdmission.P50), msf(s.ServerAdmission.P95), msf(s.ServerAdmission.P99))
+	}
+	if s.Pool.AcquiresPerTask > 0 {
+		p.line("       server's connection pool: %.2f connections taken per task, %.3f of them after a wait (none idle), %.3f ms waited per task",
+			s.Pool.AcquiresPerTask, s.Pool.WaitsPerTask, s.Pool.WaitMSPerTask)
 	}
 	if s.AfterVacuum.N > 0 {
 		p.line("       first %gs after the ANALYZE before the step (replanning), not recorded: admission p50 %s p99 %s max %s",

@@ -74,6 +74,10 @@ type Config struct {
 	// binary's VCS stamp, when it was built with one.
 	Revision    string
 	MaxInFlight int // tasks followed at once before arrivals are dropped (and counted); default 50000
+	// Nice, when above the process's own, is the nice value tollbench
+	// (its load and latency proxy) runs the throughput steps at, after
+	// the ceiling: see lowerPriority. 0 leaves the priority alone.
+	Nice int
 }
 
 func (c *Config) defaults() error {
@@ -293,6 +297,19 @@ func (s *stepper) throughput(ctx context.Context, rep *Report, p *printer) error
 			p.line("ceiling: %.1f tasks/s at %d clients\n", c.BestTPS, c.BestClients)
 		}
 	}
+	// After the ceiling, which pgbench runs at the priority it was given.
+	if cfg.Nice > 0 {
+		restore, err := lowerPriority(cfg.Nice)
+		if err != nil {
+			rep.Notes = append(rep.Notes, "tollbench kept its priority: "+err.Error())
+		} else {
+			defer func() {
+				if err := restore(); err != nil {
+					rep.Notes = append(rep.Notes, "tollbench stayed niced after the throughput steps: "+err.Error())
+				}
+			}()
+		}
+	}
 	if cfg.Warmup > 0 {
 		p.line("warm-up: %s at %v/s, not recorded", cfg.Warmup, cfg.Rates[0])
 		s.setLatency(0)
@@ -386,15 +403,16 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	// failed scrape leaves it out of the report, not the step.
 	metricsURL := s.cfg.BaseURL + "/metrics"
 	scrape := &http.Client{Timeout: 5 * time.Second}
-	admittedBefore, berr := admissionBuckets(ctx, scrape, metricsURL)
+	readBefore, berr := readServer(ctx, scrape, metricsURL)
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan Resources, 1)
 	go func() { sampled <- newSampler(s.cfg.ServerPID, metricsURL).run(sctx) }()
 
 	st.StartedAt = time.Now().UTC()
 	outcomes := s.load.run(ctx, rate, s.cfg.Duration, lat, prefix)
-	if admittedAfter, aerr := admissionBuckets(ctx, scrape, metricsURL); berr == nil && aerr == nil {
-		st.ServerAdmission = summarizeBuckets(subtractBuckets(admittedAfter, admittedBefore))
+	readAfter, aerr := readServer(ctx, scrape, metricsURL)
+	if berr == nil && aerr == nil {
+		st.ServerAdmission = summarizeBuckets(subtractBuckets(readAfter.admission, readBefore.admission))
 	}
 	err = sleepUntil(ctx, time.Now().Add(s.cfg.Settle))
 	stopSampling()
@@ -404,6 +422,9 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	}
 
 	tally(&st, outcomes, lat)
+	if berr == nil && aerr == nil {
+		st.Pool = poolWaits(readBefore.pool, readAfter.pool, st.Sent)
+	}
 	after, err := s.readGauges(ctx, before.pgPIDs)
 	if err != nil {
 		return st, err

@@ -44,6 +44,9 @@
 #   BENCH_ADDR             serve's address                  (127.0.0.1:18480)
 #   BENCH_FAKE_ADDR        fake provider's address          (127.0.0.1:18490)
 #   BENCH_PROXY_ADDR       latency proxy's address          (127.0.0.1:18491)
+#   BENCH_HARNESS_NICE     nice value of the fake provider, and of tollbench
+#                          during the throughput steps (after the ceiling);
+#                          0 for none                       (10)
 #   BENCH_SERVE_ENV        more environment for serve alone, e.g. "GOMAXPROCS=1 GOGC=200" (none)
 #   BENCH_PPROF_ADDR       serve's TOLLGATE_PPROF_ADDR; each duplicates run then saves
 #                          a server CPU profile in the results directory (off)
@@ -71,6 +74,7 @@ addr=${BENCH_ADDR:-127.0.0.1:18480}
 fake_addr=${BENCH_FAKE_ADDR:-127.0.0.1:18490}
 proxy_addr=${BENCH_PROXY_ADDR:-127.0.0.1:18491}
 pprof_addr=${BENCH_PPROF_ADDR:-}
+harness_nice=${BENCH_HARNESS_NICE:-10}
 owner=bench
 budget_micros=1000000000000000 # 10^9 units: no run gets near it
 
@@ -80,6 +84,7 @@ die() {
 	exit 1
 }
 
+[[ $harness_nice =~ ^[0-9]+$ ]] && ((harness_nice <= 19)) || die "BENCH_HARNESS_NICE must be 0 to 19, not $harness_nice"
 for b in "$tollgate" "$tollbench"; do
 	[[ -x $b ]] || die "$b is missing: run make bench (it builds both binaries)"
 done
@@ -141,7 +146,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-FAKE_ADDR=$fake_addr "$tollgate" fakeprovider 2>"$results/fakeprovider.log" &
+FAKE_ADDR=$fake_addr nice -n "$harness_nice" "$tollgate" fakeprovider 2>"$results/fakeprovider.log" &
 pids+=($!)
 say "fake provider on $fake_addr (pid $!)"
 
@@ -159,7 +164,7 @@ say "tollgate serve on $addr (pid $serve_pid, TOLLGATE_WORKERS=$workers, pool_ma
 # BENCH_ARGS is split on purpose: it holds extra flags.
 # shellcheck disable=SC2086
 TOLLBENCH_API_KEY=$key "$tollbench" \
-	-scenarios "$scenarios" -workers "$workers" \
+	-scenarios "$scenarios" -workers "$workers" -nice "$harness_nice" \
 	-url "http://$addr" -rates "$rates" -duration "$duration" -provider-latency "$latencies" \
 	-proxy-addr "$proxy_addr" -upstream "http://$fake_addr" -server-pid "$serve_pid" \
 	-db "$(url "$db")" "${ceiling_args[@]}" "${pprof_args[@]}" -owner "$owner" \

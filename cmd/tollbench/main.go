@@ -92,6 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&cfg.AdmissionSLO, "admission-slo", 50*time.Millisecond, "a rate counts as sustained only with admission p99 under this")
 	fs.StringVar(&cfg.Revision, "revision", "", "name of the code measured, e.g. git describe --always --dirty (default: the binary's VCS stamp)")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 50000, "tasks followed at once before arrivals are dropped (and counted as errors)")
+	fs.IntVar(&cfg.Nice, "nice", 0, "run the throughput steps (after the ceiling) at nice `n`, so the load and the latency proxy yield the CPU to Tollgate and PostgreSQL; 0 keeps tollbench's priority")
 	fs.IntVar(&cfg.ServerWorkers, "workers", 0, "the TOLLGATE_WORKERS serve runs with (`n`), for the in-flight analysis; 0 if unknown")
 	fs.IntVar(&cfg.InFlight.Tasks, "inflight-tasks", 10000, "in flight: `tasks` to submit")
 	fs.DurationVar(&cfg.InFlight.ModelLatency, "inflight-latency", 5*time.Second, "in flight: model `latency`")
