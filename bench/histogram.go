@@ -142,6 +142,26 @@ func summarizeBuckets(bs []bucket) ServerLatency {
 type serverReading struct {
 	admission []bucket
 	pool      poolCounters
+	gc        gcCounters
+}
+
+// gcCounters are the server's Go collector's GC pause summary totals.
+type gcCounters struct{ cycles, pauseSeconds float64 }
+
+// ServerGC is the server's garbage collection over a step: its cycles and
+// the time they stopped the world (go_gc_duration_seconds), which every
+// request in flight waits out.
+type ServerGC struct {
+	Cycles  int     `json:"cycles"`
+	PauseMS float64 `json:"pause_ms"`
+}
+
+// gcBetween is the GC work between two readings.
+func gcBetween(before, after gcCounters) ServerGC {
+	if after.cycles < before.cycles {
+		return ServerGC{}
+	}
+	return ServerGC{Cycles: int(after.cycles - before.cycles), PauseMS: (after.pauseSeconds - before.pauseSeconds) * 1000}
 }
 
 // poolCounters are the server's tollgate_db_pool_* counters.
@@ -161,6 +181,7 @@ func readServer(ctx context.Context, client *http.Client, metricsURL string) (se
 			acquires: m["tollgate_db_pool_acquires_total"], waits: m["tollgate_db_pool_waits_total"],
 			waitSeconds: m["tollgate_db_pool_wait_seconds_total"],
 		},
+		gc: gcCounters{cycles: m["go_gc_duration_seconds_count"], pauseSeconds: m["go_gc_duration_seconds_sum"]},
 	}, nil
 }
 

@@ -55,6 +55,10 @@ type Step struct {
 	// (tollgate_db_pool_*): a wait for a connection is time an admission
 	// can spend before PostgreSQL sees it.
 	Pool PoolWaits `json:"server_pool,omitzero"`
+	// GC is the server's garbage collection during the step.
+	GC ServerGC `json:"server_gc,omitzero"`
+	// Tail is how the slowest 1 % of the admissions spread in time.
+	Tail TailShape `json:"admission_tail,omitzero"`
 	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
 	// task's finished_at.
 	E2E        Summary `json:"e2e"`
@@ -361,6 +365,13 @@ func (p *printer) step(s Step) {
 	if s.ServerAdmission.N > 0 {
 		p.line("       server's own time for the POSTs (tollgate_http_request_seconds, bucket-interpolated): p50 %s p95 %s p99 %s",
 			msf(s.ServerAdmission.P50), msf(s.ServerAdmission.P95), msf(s.ServerAdmission.P99))
+	}
+	if s.Tail.Slowest > 0 {
+		p.line("       the slowest 1 %% (%d admissions) arrived in %d windows of %g ms; the 3 fullest windows hold %d of them",
+			s.Tail.Slowest, s.Tail.Windows, s.Tail.WindowMS, s.Tail.InWorst3)
+	}
+	if s.GC.Cycles > 0 {
+		p.line("       server's GC: %d cycles, %.1f ms stopped in all", s.GC.Cycles, s.GC.PauseMS)
 	}
 	if s.Pool.AcquiresPerTask > 0 {
 		p.line("       server's connection pool: %.2f connections taken per task, %.3f of them after a wait (none idle), %.3f ms waited per task",

@@ -424,6 +424,7 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	tally(&st, outcomes, lat)
 	if berr == nil && aerr == nil {
 		st.Pool = poolWaits(readBefore.pool, readAfter.pool, st.Sent)
+		st.GC = gcBetween(readBefore.gc, readAfter.gc)
 	}
 	after, err := s.readGauges(ctx, before.pgPIDs)
 	if err != nil {
@@ -501,9 +502,13 @@ func admissions(outcomes []outcome) Summary {
 }
 
 // tally turns a step's outcomes into its figures.
+// tailWindow is the width of the windows of arrivals that TailShape
+// counts: 20 arrivals at 200/s, about one stall.
+const tailWindow = 100 * time.Millisecond
+
 func tally(st *Step, outcomes []outcome, lat time.Duration) {
 	var admission, e2e, e2eServer, refusals []time.Duration
-	var finishes []time.Time
+	var finishes, dues []time.Time
 	polls := 0
 	for _, o := range outcomes {
 		if !o.sent {
@@ -514,6 +519,7 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 		if o.admitted {
 			st.Admitted++
 			admission = append(admission, o.admission)
+			dues = append(dues, o.due)
 		}
 		if o.err != "" {
 			st.Errors[o.err]++
@@ -536,6 +542,7 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 		st.ErrorCount += n
 	}
 	st.Admission = Summarize(admission)
+	st.Tail = tailShape(dues, admission, tailWindow)
 	st.Refusal = Summarize(refusals)
 	st.E2E = Summarize(e2e)
 	st.E2EServer = Summarize(e2eServer)

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -82,3 +84,49 @@ func Throughput(instants []time.Time) float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TailShape says how a step's slowest admissions were spread in time: a
+// tail made of stalls (the machine or the server stopped for tens of
+// milliseconds, and every admission in flight waited) crowds into a few
+// windows of arrivals; a tail of admissions each slow for its own reason
+// spreads over many.
+type TailShape struct {
+	// Slowest is how many admissions the tail holds: the slowest 1 % (at
+	// least one).
+	Slowest int `json:"slowest"`
+	// Windows is how many windows of WindowMS of arrival times (due
+	// times, from the step's first) hold them.
+	Windows  int     `json:"windows"`
+	WindowMS float64 `json:"window_ms"`
+	// InWorst3 is how many of them the three fullest windows hold.
+	InWorst3 int `json:"in_worst_3"`
+}
+
+// tailShape finds the slowest 1 % of the admissions (due time and
+// latency, in any order) and the windows of arrival times they fall in.
+func tailShape(dues []time.Time, lat []time.Duration, window time.Duration) TailShape {
+	if len(dues) == 0 || len(dues) != len(lat) || window <= 0 {
+		return TailShape{}
+	}
+	idx := make([]int, len(lat))
+	first := dues[0]
+	for i := range idx {
+		idx[i] = i
+		if dues[i].Before(first) {
+			first = dues[i]
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(lat[b], lat[a]) })
+	k := max(1, len(lat)/100)
+	perWindow := map[int64]int{}
+	for _, i := range idx[:k] {
+		perWindow[int64(dues[i].Sub(first)/window)]++
+	}
+	counts := slices.Collect(maps.Values(perWindow))
+	slices.SortFunc(counts, func(a, b int) int { return b - a })
+	worst := 0
+	for _, c := range counts[:min(3, len(counts))] {
+		worst += c
+	}
+	return TailShape{Slowest: k, Windows: len(perWindow), WindowMS: ms(window), InWorst3: worst}
+}

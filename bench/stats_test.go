@@ -178,3 +178,61 @@ func TestStepWarmupDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestTailShape(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	// 1,000 arrivals 5 ms apart (200/s), 1 ms each, then the slow ones.
+	arrivals := func(slow map[int]time.Duration) ([]time.Time, []time.Duration) {
+		dues := make([]time.Time, 1000)
+		lat := make([]time.Duration, 1000)
+		for i := range dues {
+			dues[i] = t0.Add(time.Duration(i) * 5 * time.Millisecond)
+			lat[i] = time.Millisecond
+			if d, ok := slow[i]; ok {
+				lat[i] = d
+			}
+		}
+		return dues, lat
+	}
+	stall := map[int]time.Duration{}
+	for i := 400; i < 410; i++ { // 50 ms of arrivals: one window
+		stall[i] = time.Duration(60-(i-400)*5) * time.Millisecond
+	}
+	spread := map[int]time.Duration{}
+	for i := range 10 { // one slow arrival every 500 ms
+		spread[i*100] = 30 * time.Millisecond
+	}
+	for _, tc := range []struct {
+		name string
+		slow map[int]time.Duration
+		want TailShape
+	}{
+		{"one stall", stall, TailShape{Slowest: 10, Windows: 1, WindowMS: 100, InWorst3: 10}},
+		{"spread out", spread, TailShape{Slowest: 10, Windows: 10, WindowMS: 100, InWorst3: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dues, lat := arrivals(tc.slow)
+			// Order must not matter: reverse the arrivals.
+			slices.Reverse(dues)
+			slices.Reverse(lat)
+			if got := tailShape(dues, lat, 100*time.Millisecond); got != tc.want {
+				t.Errorf("tailShape = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if got := tailShape(nil, nil, 100*time.Millisecond); got != (TailShape{}) {
+		t.Errorf("no admissions: %+v, want zero", got)
+	}
+	if got := tailShape([]time.Time{t0}, []time.Duration{time.Second}, 100*time.Millisecond); got.Slowest != 1 || got.Windows != 1 {
+		t.Errorf("one admission: %+v, want it as the whole tail", got)
+	}
+}
+
+func TestGCBetween(t *testing.T) {
+	if got := gcBetween(gcCounters{10, 0.002}, gcCounters{60, 0.0125}); got.Cycles != 50 || math.Abs(got.PauseMS-10.5) > 1e-9 {
+		t.Errorf("gcBetween = %+v, want 50 cycles, 10.5 ms", got)
+	}
+	if got := gcBetween(gcCounters{60, 1}, gcCounters{5, 0.1}); got != (ServerGC{}) {
+		t.Errorf("a restarted server: %+v, want zero", got)
+	}
+}
