@@ -90,6 +90,9 @@ type outcome struct {
 	observed   time.Time // when polling saw the finish
 	polls      int
 	err        string // error category, "" when ok
+	// late is scheduled arrival → the POST about to go out: the harness's
+	// own delay (its goroutine woken late), inside admission.
+	late time.Duration
 }
 
 // run makes arrivals at rate per second for d, each a new task with a
@@ -134,7 +137,7 @@ func (c *loadClient) run(ctx context.Context, rate float64, d, model time.Durati
 // polls every pollInterval, so the end-to-end latency it sees is late by
 // at most one interval plus one GET.
 func (c *loadClient) task(ctx context.Context, due time.Time, key string, model time.Duration) outcome {
-	o := outcome{due: due, sent: true}
+	o := outcome{due: due, sent: true, late: time.Since(due)}
 	status, body, err := c.do(ctx, http.MethodPost, "/v1/tasks", key)
 	o.admission = time.Since(due)
 	if err != nil {

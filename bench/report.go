@@ -57,6 +57,10 @@ type Step struct {
 	Pool PoolWaits `json:"server_pool,omitzero"`
 	// GC is the server's garbage collection during the step.
 	GC ServerGC `json:"server_gc,omitzero"`
+	// SentLate is arrival due → its POST leaving tollbench: the harness's
+	// own share of Admission. Large values mean the load generator, not
+	// the server, was behind.
+	SentLate Summary `json:"sent_late"`
 	// Tail is how the slowest 1 % of the admissions spread in time.
 	Tail TailShape `json:"admission_tail,omitzero"`
 	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
@@ -369,6 +373,10 @@ func (p *printer) step(s Step) {
 	if s.Tail.Slowest > 0 {
 		p.line("       the slowest 1 %% (%d admissions) arrived in %d windows of %g ms; the 3 fullest windows hold %d of them",
 			s.Tail.Slowest, s.Tail.Windows, s.Tail.WindowMS, s.Tail.InWorst3)
+	}
+	if s.SentLate.N > 0 {
+		p.line("       tollbench's own delay, arrival due to POST sent: p50 %s p99 %s max %s",
+			msf(s.SentLate.P50), msf(s.SentLate.P99), msf(s.SentLate.Max))
 	}
 	if s.GC.Cycles > 0 {
 		p.line("       server's GC: %d cycles, %.1f ms stopped in all", s.GC.Cycles, s.GC.PauseMS)

@@ -507,7 +507,7 @@ func admissions(outcomes []outcome) Summary {
 const tailWindow = 100 * time.Millisecond
 
 func tally(st *Step, outcomes []outcome, lat time.Duration) {
-	var admission, e2e, e2eServer, refusals []time.Duration
+	var admission, e2e, e2eServer, refusals, late []time.Duration
 	var finishes, dues []time.Time
 	polls := 0
 	for _, o := range outcomes {
@@ -516,6 +516,7 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 		}
 		st.Sent++
 		polls += o.polls
+		late = append(late, o.late)
 		if o.admitted {
 			st.Admitted++
 			admission = append(admission, o.admission)
@@ -543,6 +544,7 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 	}
 	st.Admission = Summarize(admission)
 	st.Tail = tailShape(dues, admission, tailWindow)
+	st.SentLate = Summarize(late)
 	st.Refusal = Summarize(refusals)
 	st.E2E = Summarize(e2e)
 	st.E2EServer = Summarize(e2eServer)
