@@ -1,14 +1,18 @@
 package server_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -274,4 +278,72 @@ func TestListPagesNewestFirst(t *testing.T) {
 	if r := e.do(http.MethodGet, "/v1/tasks?cursor=not-a-cursor", key, nil, nil); r.status != http.StatusBadRequest {
 		t.Errorf("bad cursor: %d, want 400", r.status)
 	}
+}
+
+// TestAdmissionAnswersAsAReadWould: the 202 an admission answers is the
+// task exactly as a GET, and a replayed POST, read it back from the
+// database: metadata with nested values, decimals, large and exotic
+// numbers and non-ASCII text included, for a task left queued and for one
+// whose first attempt runs on arrival (its call hanging, so the task
+// stays as admitted).
+func TestAdmissionAnswersAsAReadWould(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model": "` + testModel + `", "max_tokens": 20, "deadline_s": 600,
+		"messages": [{"role": "user", "content": "abcdefgh"}],
+		"metadata": {"n": 1.50, "e": 1e2, "big": 12345678901234567890, "neg": -0.0,
+		             "nested": {"a": [1, "x", null, true, {"b": "é ü 漢"}]}, "empty": {}, "s": "line\nbreak \u2028"}}`)
+	for _, tc := range []struct {
+		name   string
+		opts   envOptions
+		status tasks.Status
+	}{
+		{"queued", envOptions{noWorkers: true, queueOnly: true}, tasks.StatusQueued},
+		{"run on arrival", envOptions{requestTimeout: time.Minute}, tasks.StatusRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.opts)
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			e.fake.Script(fake.Scripted{Hang: true})
+			created := e.post(key, "k", body, nil)
+			if created.status != http.StatusAccepted {
+				t.Fatalf("POST: %d %s", created.status, created.body)
+			}
+			id := created.task(t).ID
+			if tc.status == tasks.StatusRunning {
+				e.waitFor("the call on arrival to start", func() bool { return e.fake.CallCount() == 1 })
+			}
+			want := generic(t, created.body)
+			if got := want["status"]; got != string(tc.status) {
+				t.Fatalf("status = %v, want %s", got, tc.status)
+			}
+			read := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil)
+			if diff := cmp.Diff(want, generic(t, read.body)); diff != "" {
+				t.Errorf("GET differs from the 202 (-202 +GET):\n%s", diff)
+			}
+			replayed := e.post(key, "k", body, nil)
+			if diff := cmp.Diff(want, generic(t, replayed.body)); diff != "" {
+				t.Errorf("replayed POST differs from the 202 (-202 +replay):\n%s", diff)
+			}
+			meta, _ := want["metadata"].(map[string]any)
+			if meta["n"] != json.Number("1.5") || meta["big"] != json.Number("12345678901234567000") {
+				t.Errorf("metadata numbers = %v, %v", meta["n"], meta["big"])
+			}
+			// The hanging call ends with the fake.
+			e.fake.Close()
+			e.waitFor("the call on arrival to end", func() bool { return e.tasks.RunningOnArrival() == 0 })
+		})
+	}
+}
+
+// generic decodes a JSON body keeping numbers as written.
+func generic(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+	return m
 }
