@@ -186,8 +186,8 @@ func readServer(ctx context.Context, client *http.Client, metricsURL string) (se
 }
 
 // PoolWaits is how the server's connection pool served a step, per task
-// finished: connections taken, how many of those waited (none idle), and
-// the time waited.
+// sent: connections taken, how many of those waited (none idle), and the
+// time waited.
 type PoolWaits struct {
 	AcquiresPerTask float64 `json:"acquires_per_task"`
 	WaitsPerTask    float64 `json:"waits_per_task"`
