@@ -137,6 +137,21 @@ func (ss *Settlements) Len() int { return len(ss.list) }
 // where a shortfall is charged up to the headroom and recorded. The alerts
 // a batch fired are all told in the first member's answer.
 func (ss *Settlements) Queue(b *pgx.Batch, thresholds []int) {
+	// A settlement of an implausible usage report is capped at its own
+	// reservation: it is settled by its own statement, in the same
+	// transaction, and the batch takes the others. Such reports are rare.
+	list, outs := ss.list[:0:0], ss.outs[:0:0]
+	for i, s := range ss.list {
+		if s.Implausible {
+			_ = queueSettle(b, s, thresholds, true, ss.outs[i])
+			continue
+		}
+		list, outs = append(list, s), append(outs, ss.outs[i])
+	}
+	(&Settlements{list: list, outs: outs}).queueBatch(b, thresholds)
+}
+
+func (ss *Settlements) queueBatch(b *pgx.Batch, thresholds []int) {
 	switch len(ss.list) {
 	case 0:
 		return

@@ -129,8 +129,8 @@ func (s *Store) SetLimits(ctx context.Context, limits []Limit) ([]Balance, error
 		if l.Actor == "" {
 			l.Actor = "system"
 		}
-		if l.TotalMicros < 0 {
-			return nil, fmt.Errorf("%w: total must be >= 0, got %d", ErrInvalid, l.TotalMicros)
+		if err := checkTotal("total_micros", l.TotalMicros); err != nil {
+			return nil, err
 		}
 		if _, err := ParsePeriod(string(l.Period)); err != nil {
 			return nil, err
@@ -181,7 +181,8 @@ func (s *Store) setLimitTx(ctx context.Context, tx pgx.Tx, l Limit) (Balance, er
 		return Balance{}, err
 	}
 	if existed && !opened && l.TotalMicros != old {
-		if err := adjustTx(ctx, tx, id, l.TotalMicros-old, "adjust", l.Actor, "limit changed"); err != nil {
+		// Both within [0, MaxTotalMicros]: the difference fits.
+		if err := adjustTx(ctx, tx, id, l.TotalMicros-old, "adjust", l.Actor, "limit changed", "total_micros"); err != nil {
 			return Balance{}, err
 		}
 	}
@@ -189,10 +190,13 @@ func (s *Store) setLimitTx(ctx context.Context, tx pgx.Tx, l Limit) (Balance, er
 }
 
 // Topup adds money to the current period of a budget (for a period-less
-// budget, for good). It returns ErrNotFound when the budget does not exist.
+// budget, for good). It returns ErrNotFound when the budget does not exist,
+// and ErrInvalid naming amount_micros when the amount is not positive or
+// would take the period's total past MaxTotalMicros (an unlimited budget
+// needs no top-up).
 func (s *Store) Topup(ctx context.Context, owner, workload string, amountMicros int64, actor, note string) (Balance, error) {
-	if amountMicros <= 0 {
-		return Balance{}, fmt.Errorf("%w: a top-up must be > 0, got %d", ErrInvalid, amountMicros)
+	if amountMicros <= 0 || amountMicros > MaxTotalMicros {
+		return Balance{}, fmt.Errorf("%w: amount_micros must be between 1 and %d, got %d", ErrInvalid, MaxTotalMicros, amountMicros)
 	}
 	var b Balance
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -200,7 +204,7 @@ func (s *Store) Topup(ctx context.Context, owner, workload string, amountMicros 
 		if err != nil {
 			return err
 		}
-		if err := adjustTx(ctx, tx, id, amountMicros, "topup", actor, note); err != nil {
+		if err := adjustTx(ctx, tx, id, amountMicros, "topup", actor, note, "amount_micros"); err != nil {
 			return err
 		}
 		b, err = balanceTx(ctx, tx, id)
@@ -286,19 +290,34 @@ func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at tim
 	return id, false, err
 }
 
-func adjustTx(ctx context.Context, tx pgx.Tx, id, delta int64, kind, actor, note string) error {
-	_, err := tx.Exec(ctx, `
+// adjustTx moves the total of balance row id by delta, with its ledger
+// row. The new total is computed in numeric and must stay within
+// MaxTotalMicros, else nothing changes and it returns ErrInvalid naming
+// field; below what is committed it is ErrBelowCommitted (the CHECK).
+func adjustTx(ctx context.Context, tx pgx.Tx, id, delta int64, kind, actor, note, field string) error {
+	var found, moved bool
+	err := tx.QueryRow(ctx, `
 		WITH k AS (
 			SELECT `+lockedAmounts+` FROM budget_periods WHERE id = $1 FOR NO KEY UPDATE
 		), p AS (
 			UPDATE budget_periods b SET updated_at = now(), total_micros = k.total_micros + $2,
 			       reserved_micros = k.reserved_micros, spent_micros = k.spent_micros
-			FROM k WHERE b.id = k.id
+			FROM k WHERE b.id = k.id AND k.total_micros::numeric + $2 <= $6
 			RETURNING b.owner_id, b.workload
+		), l AS (
+			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
+			SELECT owner_id, workload, $1, $3, $2, $4, $5 FROM p
 		)
-		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
-		SELECT owner_id, workload, $1, $3, $2, $4, $5 FROM p`, id, delta, kind, actor, note)
-	return err
+		SELECT EXISTS (SELECT 1 FROM k), EXISTS (SELECT 1 FROM p)`, id, delta, kind, actor, note, MaxTotalMicros).Scan(&found, &moved)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return ErrNotFound
+	case !moved:
+		return fmt.Errorf("%w: %s would take the total above %d, the maximum (which stands for unlimited)", ErrInvalid, field, MaxTotalMicros)
+	}
+	return nil
 }
 
 func balanceTx(ctx context.Context, tx pgx.Tx, id int64) (Balance, error) {

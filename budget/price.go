@@ -2,6 +2,8 @@ package budget
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -34,19 +36,48 @@ func ParsePrices(s string) (map[string]Price, error) {
 		}
 		pi, err1 := strconv.ParseInt(strings.TrimSpace(in), 10, 64)
 		po, err2 := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
-		if err1 != nil || err2 != nil || pi < 0 || po < 0 {
-			return nil, fmt.Errorf("budget: price %q: amounts must be non-negative integers (micros per 1M tokens)", entry)
+		if err1 != nil || err2 != nil || pi < 0 || po < 0 || pi > MaxPricePerMTok || po > MaxPricePerMTok {
+			return nil, fmt.Errorf("budget: price %q: amounts must be integers from 0 to %d (micros per 1M tokens)", entry, MaxPricePerMTok)
 		}
 		m[strings.TrimSpace(model)] = Price{InputPerMTok: pi, OutputPerMTok: po}
 	}
 	return m, nil
 }
 
+// Valid returns an error naming the bad figure unless both prices are
+// within 0 and MaxPricePerMTok.
+func (p Price) Valid() error {
+	for _, x := range []struct {
+		name string
+		v    int64
+	}{{"input", p.InputPerMTok}, {"output", p.OutputPerMTok}} {
+		if x.v < 0 || x.v > MaxPricePerMTok {
+			return fmt.Errorf("%w: %s price must be between 0 and %d micros per 1M tokens, got %d", ErrInvalid, x.name, MaxPricePerMTok, x.v)
+		}
+	}
+	return nil
+}
+
 // Cost returns the cost of the given token counts, rounded up to the next
-// micro so that rounding never favours the caller over the budget.
+// micro so that rounding never favours the caller over the budget. It is
+// computed exactly, in 128 bits, and saturates: a cost that does not fit an
+// int64 is math.MaxInt64, more than any budget holds (MaxTotalMicros), so
+// a reservation of it is refused and never wraps to a small amount.
+// Negative counts or prices count as zero.
 func (p Price) Cost(inputTokens, outputTokens int64) int64 {
-	num := inputTokens*p.InputPerMTok + outputTokens*p.OutputPerMTok
-	return (num + 999_999) / 1_000_000
+	var hi, lo uint64
+	hi, lo = mulAdd128(hi, lo, max(inputTokens, 0), max(p.InputPerMTok, 0))
+	hi, lo = mulAdd128(hi, lo, max(outputTokens, 0), max(p.OutputPerMTok, 0))
+	lo, c := bits.Add64(lo, 999_999, 0)
+	hi += c
+	if hi >= 1_000_000 {
+		return math.MaxInt64 // the quotient needs more than 64 bits
+	}
+	q, _ := bits.Div64(hi, lo, 1_000_000)
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
 }
 
 // EstimateTokens estimates the token count of text at four bytes a token,

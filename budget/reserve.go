@@ -287,6 +287,10 @@ type Settlement struct {
 	OutputTokens int64
 	Source       Source
 	CostMicros   int64
+	// Implausible: the cost rests on a usage report beyond any sane bound
+	// (PlausibleUsage). The charge is then capped at the reservation, not
+	// at the budget's headroom, and the rest recorded as shortfall.
+	Implausible bool
 }
 
 // Settled is what a settlement moved, and the alerts it crossed.
@@ -352,7 +356,8 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 			FROM budget_periods b, r WHERE b.id = ANY(r.budget_period_ids)
 			ORDER BY b.workload <> '', b.id FOR NO KEY UPDATE OF b
 		), m AS (
-			SELECT r.owner_id, r.amount_micros AS amount, LEAST($7::bigint, (SELECT min(headroom) FROM locked)) AS charged FROM r
+			SELECT r.owner_id, r.amount_micros AS amount,
+			       LEAST($7::bigint, (SELECT min(headroom) FROM locked), CASE WHEN $10 THEN r.amount_micros END) AS charged FROM r
 		), p AS (
 			UPDATE budget_periods b SET `+setFromLocked+`, reserved_micros = k.reserved_micros - m.amount, spent_micros = k.spent_micros + m.charged
 			FROM m, locked k WHERE b.id = k.id
@@ -375,7 +380,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 		LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
 		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
 		ORDER BY a.id, a.threshold_pct`,
-		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort,
+		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort, s.Implausible,
 	).Query(func(rows pgx.Rows) error {
 		err := scanSettled(rows, s.CostMicros, out)
 		if isCode(err, codeNoReservation) || errors.Is(err, ErrNotFound) {
@@ -392,11 +397,13 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 // firedCTE, in a settlement statement whose balance rows as updated are
 // p and whose alert thresholds are $8, records the thresholds those rows
 // crossed, each once per period (the unique (row, threshold) key decides
-// between instances), and returns the ones it recorded.
+// between instances), and returns the ones it recorded. The comparison is
+// in numeric: spent × 100 and pct × total overflow a bigint for totals
+// above about 9.2 × 10^16 micros, an unlimited budget's among them.
 const firedCTE = `fired AS (
 			INSERT INTO budget_alerts (budget_period_id, threshold_pct)
 			SELECT p.id, t.pct FROM p, unnest($8::int[]) AS t (pct)
-			WHERE p.total_micros > 0 AND p.spent_micros * 100 >= t.pct::bigint * p.total_micros
+			WHERE p.total_micros > 0 AND p.spent_micros::numeric * 100 >= t.pct::numeric * p.total_micros
 			ON CONFLICT DO NOTHING
 			RETURNING budget_period_id, threshold_pct
 		)`

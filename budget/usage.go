@@ -78,12 +78,22 @@ type UsageReport struct {
 	Totals    UsageTotals
 }
 
-const totalsSQL = `count(*) AS tasks, COALESCE(sum(input_tokens), 0) AS input_tokens,
-	COALESCE(sum(output_tokens), 0) AS output_tokens, COALESCE(sum(cost_micros), 0) AS cost_micros,
-	COALESCE(sum(charged_micros), 0) AS charged_micros, COALESCE(sum(shortfall_micros), 0) AS shortfall_micros,
-	COALESCE(sum(cost_micros) FILTER (WHERE source = 'reported'), 0) AS reported_micros,
-	COALESCE(sum(cost_micros) FILTER (WHERE source = 'estimated'), 0) AS estimated_micros,
-	COALESCE(sum(cost_micros) FILTER (WHERE source = 'possibly_charged'), 0) AS possibly_charged_micros`
+// totalsSQL sums usage. A sum of bigints is a numeric; each is read as a
+// bigint saturated at 9223372036854775807 (clampBigint), so a report never
+// fails on its own size: no real window reaches that ceiling, and one
+// that does shows it.
+var totalsSQL = `count(*) AS tasks, ` + strings.Join([]string{
+	sumAs("sum(input_tokens)", "input_tokens"),
+	sumAs("sum(output_tokens)", "output_tokens"),
+	sumAs("sum(cost_micros)", "cost_micros"),
+	sumAs("sum(charged_micros)", "charged_micros"),
+	sumAs("sum(shortfall_micros)", "shortfall_micros"),
+	sumAs("sum(cost_micros) FILTER (WHERE source = 'reported')", "reported_micros"),
+	sumAs("sum(cost_micros) FILTER (WHERE source = 'estimated')", "estimated_micros"),
+	sumAs("sum(cost_micros) FILTER (WHERE source = 'possibly_charged')", "possibly_charged_micros"),
+}, ", ")
+
+func sumAs(sum, name string) string { return clampBigint("COALESCE("+sum+", 0)") + " AS " + name }
 
 const usageWhere = `settled_at >= $1 AND settled_at < $2 AND ($3 = '' OR owner_id = $3)`
 
@@ -179,17 +189,17 @@ const (
 	utcMonth = `(date_trunc('month', settled_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')`
 )
 
-// add adds o's sums to t.
+// add adds o's sums to t, saturating as totalsSQL does.
 func (t *UsageTotals) add(o UsageTotals) {
-	t.Tasks += o.Tasks
-	t.InputTokens += o.InputTokens
-	t.OutputTokens += o.OutputTokens
-	t.CostMicros += o.CostMicros
-	t.ChargedMicros += o.ChargedMicros
-	t.ShortfallMicros += o.ShortfallMicros
-	t.ReportedMicros += o.ReportedMicros
-	t.EstimatedMicros += o.EstimatedMicros
-	t.PossiblyChargedMicros += o.PossiblyChargedMicros
+	t.Tasks = SaturatingAdd(t.Tasks, o.Tasks)
+	t.InputTokens = SaturatingAdd(t.InputTokens, o.InputTokens)
+	t.OutputTokens = SaturatingAdd(t.OutputTokens, o.OutputTokens)
+	t.CostMicros = SaturatingAdd(t.CostMicros, o.CostMicros)
+	t.ChargedMicros = SaturatingAdd(t.ChargedMicros, o.ChargedMicros)
+	t.ShortfallMicros = SaturatingAdd(t.ShortfallMicros, o.ShortfallMicros)
+	t.ReportedMicros = SaturatingAdd(t.ReportedMicros, o.ReportedMicros)
+	t.EstimatedMicros = SaturatingAdd(t.EstimatedMicros, o.EstimatedMicros)
+	t.PossiblyChargedMicros = SaturatingAdd(t.PossiblyChargedMicros, o.PossiblyChargedMicros)
 }
 
 // groupColumns selects the grouped dimensions and NULL for the others, so
@@ -248,9 +258,9 @@ func (s *Store) StreamUsage(ctx context.Context, f UsageFilter, fn func(UsageRow
 // FormatMicros renders micros as a decimal amount with six places,
 // "1.500000" for 1500000: exact, never through a float.
 func FormatMicros(m int64) string {
-	sign := ""
+	sign, u := "", uint64(m)
 	if m < 0 {
-		sign, m = "-", -m
+		sign, u = "-", -uint64(m) // math.MinInt64 too: negated in uint64
 	}
-	return fmt.Sprintf("%s%d.%06d", sign, m/1_000_000, m%1_000_000)
+	return fmt.Sprintf("%s%d.%06d", sign, u/1_000_000, u%1_000_000)
 }
