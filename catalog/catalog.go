@@ -60,7 +60,7 @@ func (m Model) Price() budget.Price {
 // Fits reports whether a request of the given size fits the model's context
 // window.
 func (m Model) Fits(inputTokens, maxTokens int64) bool {
-	return m.ContextWindow == 0 || inputTokens+maxTokens <= int64(m.ContextWindow)
+	return m.ContextWindow == 0 || budget.SaturatingAdd(inputTokens, maxTokens) <= int64(m.ContextWindow)
 }
 
 // Catalog is the whole configuration of providers and models.
@@ -224,8 +224,8 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 			return fmt.Errorf("%s: duplicate name", where)
 		case !keys[m.Provider]:
 			return fmt.Errorf("%s: provider %q is not a provider key", where, m.Provider)
-		case m.InputMicrosPerMTok < 0 || m.OutputMicrosPerMTok < 0:
-			return fmt.Errorf("%s: prices must be >= 0", where)
+		case m.Price().Valid() != nil:
+			return fmt.Errorf("%s: prices must be integers from 0 to %d micros per 1M tokens (larger ones overflow a cost)", where, budget.MaxPricePerMTok)
 		case m.ContextWindow < 0:
 			return fmt.Errorf("%s: context_window must be >= 0", where)
 		}
@@ -252,6 +252,9 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 	}
 	if c.DefaultInputMicrosPerMTok == 0 && c.DefaultOutputMicrosPerMTok == 0 {
 		c.DefaultInputMicrosPerMTok, c.DefaultOutputMicrosPerMTok = budget.DefaultPrice.InputPerMTok, budget.DefaultPrice.OutputPerMTok
+	}
+	if (budget.Price{InputPerMTok: c.DefaultInputMicrosPerMTok, OutputPerMTok: c.DefaultOutputMicrosPerMTok}).Valid() != nil {
+		return fmt.Errorf("catalog: default prices must be integers from 0 to %d micros per 1M tokens", budget.MaxPricePerMTok)
 	}
 	return nil
 }

@@ -49,6 +49,11 @@ func TestInvalidCatalogsNameTheProblem(t *testing.T) {
 		{"cloudflare without account", "providers: [{key: p, kind: cloudflare}]\n", "account_id"},
 		{"model on unknown provider", okProvider + "models: [{name: m, provider: q}]\n", `models[0] ("m"): provider "q"`},
 		{"negative price", okProvider + "models: [{name: m, provider: p, input_micros_per_mtok: -1}]\n", "prices"},
+		// A price whose cost overflows an int64 collapsed a reservation to
+		// one micro; above the bound it is refused at load.
+		{"price above the bound", okProvider + "models: [{name: m, provider: p, output_micros_per_mtok: 1000000000001}]\n", "prices must be integers from 0 to 1000000000000"},
+		{"price that overflows", okProvider + "models: [{name: m, provider: p, input_micros_per_mtok: 9223372036854775807}]\n", "prices must be"},
+		{"default price above the bound", okProvider + "pass_through: true\ndefault_model: m\ndefault_output_micros_per_mtok: 9000000000000000000\n", "default prices"},
 		{"unknown fallback", okProvider + "models: [{name: m, provider: p, fallback: [x]}]\n", `fallback "x"`},
 		{"unknown field", okProvider + "modles: []\n", "modles"},
 		{"default not listed", okProvider + "models: [{name: m, provider: p}]\ndefault_model: z\n", `default_model "z"`},

@@ -33,6 +33,7 @@ type Metrics struct {
 	breakerOpened    *prometheus.CounterVec
 	tasksCreated     *prometheus.CounterVec
 	orphans          prometheus.Counter
+	implausible      *prometheus.CounterVec
 	fallbacks        *prometheus.CounterVec
 	budgetAlerts     *prometheus.CounterVec
 	recordedTogether prometheus.Histogram
@@ -87,6 +88,9 @@ func New() *Metrics {
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_budget_orphans_reaped_total", Help: "Reservations the reaper had to close: held by finished tasks or tasks long past their deadline. Any is a bug to look at.",
 		}),
+		implausible: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_usage_implausible_total", Help: "Provider answers whose usage report was beyond any sane bound (budget.MaxUsageTokens a figure), by provider key: charged at most the reservation, the rest recorded as shortfall, the attempt flagged in its journal. Any is a provider to look at.",
+		}, []string{"provider_key"}),
 		budgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_budget_alerts_total", Help: "Budget threshold alerts fired, by threshold percent.",
 		}, []string{"threshold_pct"}),
@@ -119,7 +123,7 @@ func New() *Metrics {
 		m.shed.WithLabelValues(reason)
 	}
 	r.MustRegister(m.httpRequests, m.httpLatency, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
-		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.budgetAlerts, m.fallbacks,
+		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.implausible, m.budgetAlerts, m.fallbacks,
 		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -236,6 +240,15 @@ func (m *Metrics) OrphanReaped() {
 		return
 	}
 	m.orphans.Inc()
+}
+
+// ImplausibleUsage counts an answer of providerKey whose usage report was
+// beyond any sane bound.
+func (m *Metrics) ImplausibleUsage(providerKey string) {
+	if m == nil {
+		return
+	}
+	m.implausible.WithLabelValues(providerKey).Inc()
 }
 
 // BudgetAlert counts a fired budget alert.

@@ -891,6 +891,9 @@ type successResult struct {
 	status    Status
 	wasClosed bool
 	settled   budget.Settled
+	// implausible: the provider key whose usage report was beyond any
+	// sane bound, charged capped at the reservation; "" when plausible.
+	implausible string
 }
 
 // queueSuccess queues the whole record of a succeeded call on an
@@ -917,6 +920,11 @@ func (s *Service) queueSuccess(batch *pgx.Batch, settle *budget.Settlements, st 
 	if err := s.queueAttempt(batch, t, r, b, nil, resp, latency, &res.wasClosed); err != nil {
 		return err
 	}
+	res.implausible = ""
+	if implausibleUsage(resp) {
+		queueImplausibleUsage(batch, b, resp.Usage)
+		res.implausible = b.model.Provider
+	}
 	res.finished = nil
 	if s.waiter.waiting(t.ID) {
 		res.finished = &Task{}
@@ -930,8 +938,13 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 	if !res.wasClosed {
 		log.Warn("provider key gate closed: calls flow again")
 	}
+	if res.implausible != "" {
+		log.Warn("ALERT provider reported implausible usage: charge capped at the reservation, shortfall recorded, attempt flagged",
+			slog.Int64("charged_micros", res.settled.ChargedMicros), slog.Int64("shortfall_micros", res.settled.ShortfallMicros))
+	}
 	log.Info("task finished", slog.String("final_status", string(res.status)))
-	return &outcome{taskID: t.ID, task: res.finished, status: res.status, created: t.CreatedAt, alerts: res.settled.Alerts}
+	return &outcome{taskID: t.ID, task: res.finished, status: res.status, created: t.CreatedAt, alerts: res.settled.Alerts,
+		implausible: res.implausible}
 }
 
 // outcome is a task's end, recorded on metrics once its transaction has
@@ -943,6 +956,9 @@ type outcome struct {
 	code    string
 	created time.Time
 	alerts  []budget.Alert
+	// implausible: the provider key of a usage report beyond any sane
+	// bound, counted once committed; "" for none.
+	implausible string
 }
 
 // observe records a committed end: waiters are told, metrics counted, and
@@ -954,6 +970,9 @@ func (s *Service) observe(o *outcome) {
 		}
 		s.waiter.announce(o.taskID, o.task)
 		s.cfg.Metrics.TaskFinished(string(o.status), o.code, s.cfg.Now().Sub(o.created))
+		if o.implausible != "" {
+			s.cfg.Metrics.ImplausibleUsage(o.implausible)
+		}
 		s.cfg.Alerter.Fire(o.alerts)
 	}
 }
@@ -1030,8 +1049,16 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status,
 	settled *budget.Settled, finished *Task) error {
 	u := Usage{Source: budget.SourceReported}
+	implausible := implausibleUsage(resp)
 	if resp.Usage != nil {
 		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
+		if implausible {
+			// A lie, never a reason to call again: recorded at the bound
+			// (the journal keeps the figures as reported) and charged at
+			// most the reservation, the rest recorded as shortfall.
+			u.InputTokens = min(max(u.InputTokens, 0), budget.MaxUsageTokens)
+			u.OutputTokens = min(max(u.OutputTokens, 0), budget.MaxUsageTokens)
+		}
 	} else {
 		u.Source = budget.SourceEstimated
 		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Content)
@@ -1039,7 +1066,7 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 	cost := m.Price().Cost(u.InputTokens, u.OutputTokens)
 	if ambiguous > 0 {
 		u.Source = budget.SourcePossiblyCharged
-		cost += int64(ambiguous) * t.ReservedMicros
+		cost = budget.SaturatingAdd(cost, budget.SaturatingMul(int64(ambiguous), t.ReservedMicros))
 	}
 	if status == StatusCanceled {
 		queueFinish(batch, t.ID, StatusCanceled, nil, nil, finished)
@@ -1054,8 +1081,23 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 	// the owner needs.
 	return settle.Add(budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		Source: u.Source, CostMicros: cost,
+		Source: u.Source, CostMicros: cost, Implausible: implausible,
 	}, settled)
+}
+
+// implausibleUsage reports whether resp's usage is beyond any sane bound
+// (budget.PlausibleUsage).
+func implausibleUsage(resp *provider.Response) bool {
+	return resp.Usage != nil && !budget.PlausibleUsage(resp.Usage.InputTokens, resp.Usage.OutputTokens)
+}
+
+// queueImplausibleUsage flags b's journal entry, queued before it, as
+// having reported usage beyond any sane bound, with the figures as
+// reported.
+func queueImplausibleUsage(batch *pgx.Batch, b *begunAttempt, u *provider.Usage) {
+	batch.Queue(`
+		UPDATE task_attempts SET usage_implausible = true, reported_input_tokens = $3, reported_output_tokens = $4
+		WHERE task_id = $1 AND attempt = $2`, b.task.ID, b.attempt, u.InputTokens, u.OutputTokens)
 }
 
 // finishFailed ends a failed task. With no ambiguous attempt nothing was
