@@ -72,10 +72,10 @@ type anthropicMessage struct {
 	// pause_turn, refusal. It is passed on as the FinishReason unchanged.
 	StopReason string `json:"stop_reason"`
 	Usage      *struct {
-		InputTokens              int64 `json:"input_tokens"`
-		OutputTokens             int64 `json:"output_tokens"`
-		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+		InputTokens              tokenCount `json:"input_tokens"`
+		OutputTokens             tokenCount `json:"output_tokens"`
+		CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -102,10 +102,6 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 		return nil, malformed(status, err)
 	}
 	u := m.Usage
-	if u != nil && (u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheCreationInputTokens < 0 || u.CacheReadInputTokens < 0) {
-		// Negative usage would credit the budget: refuse to believe it.
-		return nil, malformed(status, nil)
-	}
 
 	var b strings.Builder
 	for _, bl := range blocks {
@@ -127,8 +123,8 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 		// Cached prompt tokens are reported apart from input_tokens; they
 		// are part of the prompt, as in OpenAI's prompt_tokens.
 		r.Usage = &Usage{
-			InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
-			OutputTokens: u.OutputTokens,
+			InputTokens:  addTokens(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens),
+			OutputTokens: int64(u.OutputTokens),
 		}
 	}
 	return r, nil

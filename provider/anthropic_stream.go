@@ -18,9 +18,9 @@ type anthropicEvent struct {
 	Message *struct {
 		Model string `json:"model"`
 		Usage struct {
-			InputTokens              int64 `json:"input_tokens"`
-			CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-			CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+			InputTokens              tokenCount `json:"input_tokens"`
+			CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
+			CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
 		} `json:"usage"`
 	} `json:"message"`
 	Delta *struct {
@@ -29,7 +29,7 @@ type anthropicEvent struct {
 		StopReason string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage *struct {
-		OutputTokens int64 `json:"output_tokens"`
+		OutputTokens tokenCount `json:"output_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -58,7 +58,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 				if ev.Message != nil {
 					out.Model = ev.Message.Model
 					u := ev.Message.Usage
-					usage.InputTokens = u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+					usage.InputTokens = addTokens(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
 				}
 			case "content_block_delta":
 				if ev.Delta != nil && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
@@ -72,7 +72,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 					out.FinishReason = ev.Delta.StopReason
 				}
 				if ev.Usage != nil {
-					usage.OutputTokens = ev.Usage.OutputTokens
+					usage.OutputTokens = int64(ev.Usage.OutputTokens)
 				}
 			case "message_stop":
 				return true, nil
@@ -96,7 +96,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 	}.do(ctx)
 	out.Status = status
 	out.Content = text.String()
-	if usage != nil && (usage.InputTokens > 0 || usage.OutputTokens > 0) {
+	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		out.Usage = usage
 	}
 	if err != nil {

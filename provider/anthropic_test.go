@@ -3,6 +3,7 @@ package provider_test
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,9 +167,15 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "refusal"},
 		},
 		{
-			name:    "200 negative usage",
-			script:  fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":3,"output_tokens":-1}`)},
-			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+			name:   "200 negative usage",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":3,"output_tokens":-1}`)},
+			want:   &provider.Response{Content: "hi", Model: "claude-real-2026", FinishReason: "end_turn", Usage: &provider.Usage{InputTokens: 3, OutputTokens: -1}, Status: 200},
+		},
+		{
+			// The prompt's parts summed would wrap to a negative count.
+			name:   "200 cached tokens summing past an int64",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807,"output_tokens":1}`)},
+			want:   &provider.Response{Content: "hi", Model: "claude-real-2026", FinishReason: "end_turn", Usage: &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: 1}, Status: 200},
 		},
 		{
 			name:    "200 carrying an error body",

@@ -101,8 +101,8 @@ type workersAIResult struct {
 	// when the model only called tools.
 	Response json.RawMessage `json:"response"`
 	Usage    *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
+		PromptTokens     tokenCount `json:"prompt_tokens"`
+		CompletionTokens tokenCount `json:"completion_tokens"`
 	} `json:"usage"`
 	// Choices: some newer models answer in the OpenAI shape inside result.
 	Choices json.RawMessage `json:"choices"`
@@ -129,10 +129,6 @@ func parseWorkersAI(status int, header http.Header, body []byte) (*Response, err
 	if !hasJSON(res.Response) && hasJSON(res.Choices) {
 		return parseCompletion(status, header, env.Result)
 	}
-	if res.Usage != nil && (res.Usage.PromptTokens < 0 || res.Usage.CompletionTokens < 0) {
-		// Negative usage would credit the budget: refuse to believe it.
-		return nil, malformed(status, nil)
-	}
 	content, ok := workersAIText(res.Response)
 	if !ok {
 		return nil, malformed(status, nil)
@@ -142,7 +138,7 @@ func parseWorkersAI(status int, header http.Header, body []byte) (*Response, err
 	}
 	r := &Response{Content: content, Status: status}
 	if res.Usage != nil {
-		r.Usage = &Usage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens}
+		r.Usage = &Usage{InputTokens: int64(res.Usage.PromptTokens), OutputTokens: int64(res.Usage.CompletionTokens)}
 	}
 	return r, nil
 }

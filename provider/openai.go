@@ -113,8 +113,8 @@ type chatCompletion struct {
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
+		PromptTokens     tokenCount `json:"prompt_tokens"`
+		CompletionTokens tokenCount `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -132,10 +132,6 @@ func parseCompletion(status int, header http.Header, body []byte) (*Response, er
 			// with an error body; it classifies like any other.
 			return nil, ClassifyOpenAI(status, header, body)
 		}
-		return nil, malformed(status, nil)
-	}
-	if cc.Usage != nil && (cc.Usage.PromptTokens < 0 || cc.Usage.CompletionTokens < 0) {
-		// Negative usage would credit the budget: refuse to believe it.
 		return nil, malformed(status, nil)
 	}
 
@@ -163,7 +159,7 @@ func parseCompletion(status int, header http.Header, body []byte) (*Response, er
 		Status:       status,
 	}
 	if cc.Usage != nil {
-		r.Usage = &Usage{InputTokens: cc.Usage.PromptTokens, OutputTokens: cc.Usage.CompletionTokens}
+		r.Usage = &Usage{InputTokens: int64(cc.Usage.PromptTokens), OutputTokens: int64(cc.Usage.CompletionTokens)}
 	}
 	return r, nil
 }

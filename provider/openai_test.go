@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -186,10 +187,23 @@ func TestOpenAICompleteScripted(t *testing.T) {
 			script:  fake.Scripted{Status: 200, Body: body(`{"text":"hi"}`, "stop", "")},
 			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
 		},
+		// Usage no call can produce is an answer all the same: refusing it
+		// would make a billed call look failed and have it made again.
+		// The figures pass through, saturated, for the caller to judge.
 		{
-			name:    "200 negative usage",
-			script:  fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":-5,"completion_tokens":1}`)},
-			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
+			name:   "200 negative usage",
+			script: fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":-5,"completion_tokens":1}`)},
+			want:   &provider.Response{Content: "hi", Model: "gpt-real-2026", FinishReason: "stop", Usage: &provider.Usage{InputTokens: -5, OutputTokens: 1}, Status: 200},
+		},
+		{
+			name:   "200 usage beyond an int64",
+			script: fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":99999999999999999999,"completion_tokens":1e30}`)},
+			want:   &provider.Response{Content: "hi", Model: "gpt-real-2026", FinishReason: "stop", Usage: &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64}, Status: 200},
+		},
+		{
+			name:   "200 fractional usage",
+			script: fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":3.9,"completion_tokens":null}`)},
+			want:   &provider.Response{Content: "hi", Model: "gpt-real-2026", FinishReason: "stop", Usage: &provider.Usage{InputTokens: 3, OutputTokens: 0}, Status: 200},
 		},
 		{
 			name:    "200 carrying an error body",

@@ -42,8 +42,8 @@ type streamChunk struct {
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
+		PromptTokens     tokenCount `json:"prompt_tokens"`
+		CompletionTokens tokenCount `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -94,7 +94,7 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) 
 				}
 			}
 			if ch.Usage != nil {
-				out.Usage = &Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+				out.Usage = &Usage{InputTokens: int64(ch.Usage.PromptTokens), OutputTokens: int64(ch.Usage.CompletionTokens)}
 			}
 			return false, nil
 		},
