@@ -129,7 +129,11 @@ func (s *Store) SetLimits(ctx context.Context, limits []Limit) ([]Balance, error
 		if l.Actor == "" {
 			l.Actor = "system"
 		}
-		if err := checkTotal("total_micros", l.TotalMicros); err != nil {
+		field := "total_micros"
+		if l.Workload != "" {
+			field = "workloads." + l.Workload + ".total_micros"
+		}
+		if err := checkTotal(field, l.TotalMicros); err != nil {
 			return nil, err
 		}
 		if _, err := ParsePeriod(string(l.Period)); err != nil {

@@ -104,18 +104,19 @@ func budgetCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return budgetVerify(ctx, getenv, stdout)
 	}
 	if len(args) == 0 || args[0] != "set" {
-		return errors.New("usage: tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W] | tollgate budget verify")
+		return errors.New("usage: tollgate budget set --owner OWNER --total-micros N|unlimited [--period none|daily|monthly] [--workload W] | tollgate budget verify")
 	}
 	fs := flag.NewFlagSet("budget set", flag.ContinueOnError)
 	owner := fs.String("owner", "", "owner id")
-	total := fs.Int64("total-micros", -1, "budget total in micro-units (1 unit = 1,000,000)")
+	totalFlag := fs.String("total-micros", "", "budget total in micro-units (1 unit = 1,000,000), at most 1000000000000000000; \"unlimited\" for that maximum")
 	period := fs.String("period", "none", "none, daily or monthly (UTC calendar periods)")
 	workload := fs.String("workload", "", "set the cap of this workload instead of the owner's own")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if *total < 0 {
-		return errors.New("--total-micros is required and must be >= 0")
+	total, err := parseTotalMicros(*totalFlag)
+	if err != nil {
+		return err
 	}
 	pool, err := openDatabase(ctx, orDefault(getenv("DATABASE_URL"), defaultDatabaseURL), getenv("TOLLGATE_MIGRATE") != "off")
 	if err != nil {
@@ -126,9 +127,9 @@ func budgetCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	b, err := budget.NewStore(pool, nil).SetLimit(ctx, budget.Limit{OwnerID: *owner, Workload: *workload, Period: p, TotalMicros: *total, Actor: "cli"})
+	b, err := budget.NewStore(pool, nil).SetLimit(ctx, budget.Limit{OwnerID: *owner, Workload: *workload, Period: p, TotalMicros: total, Actor: "cli"})
 	if errors.Is(err, budget.ErrBelowCommitted) {
-		return fmt.Errorf("owner %s already has reserved plus spent money above %d micros; choose a larger total", *owner, *total)
+		return fmt.Errorf("owner %s already has reserved plus spent money above %d micros; choose a larger total", *owner, total)
 	}
 	if err != nil {
 		return err
@@ -136,6 +137,20 @@ func budgetCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fmt.Fprintf(stdout, "owner=%s period=%s total_micros=%d reserved_micros=%d spent_micros=%d available_micros=%d\n",
 		b.OwnerID, b.Period, b.TotalMicros, b.ReservedMicros, b.SpentMicros, b.Available())
 	return nil
+}
+
+// parseTotalMicros reads --total-micros: an integer from 0 to
+// budget.MaxTotalMicros, or "unlimited" for that maximum. The error names
+// the flag and the range.
+func parseTotalMicros(s string) (int64, error) {
+	if s == "unlimited" {
+		return budget.Unlimited, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > budget.MaxTotalMicros {
+		return 0, fmt.Errorf("--total-micros is required: an integer from 0 to %d, or \"unlimited\"", budget.MaxTotalMicros)
+	}
+	return n, nil
 }
 
 // budgetVerify: tollgate budget verify. Proves every balance from the

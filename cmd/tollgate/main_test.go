@@ -210,6 +210,8 @@ func TestRunCommands(t *testing.T) {
 		{name: "keys create bad owner", args: []string{"keys", "create", "--owner", "no spaces", "--role", "client"}, wantErr: "--owner"},
 		{name: "budget set without total", args: []string{"budget", "set", "--owner", "acme"}, wantErr: "--total-micros is required"},
 		{name: "budget set negative total", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "-5"}, wantErr: "--total-micros is required"},
+		// int64's maximum was accepted, and every settlement on it failed.
+		{name: "budget set total beyond the maximum", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "9223372036854775807"}, wantErr: "an integer from 0 to 1000000000000000000, or \"unlimited\""},
 		{name: "budget without subcommand", args: []string{"budget"}, wantErr: "usage: tollgate budget set"},
 	}
 	for _, tt := range tests {
@@ -257,5 +259,19 @@ func TestBudgetVerifyDetectsAHandCorruptedBalance(t *testing.T) {
 	err = run(ctx, []string{"budget", "verify"}, getenv, strings.NewReader(""), &out, &errb)
 	if err == nil || !strings.Contains(out.String(), "owner acme") {
 		t.Fatalf("verify on corrupted books: err=%v output=%q; want an error naming acme", err, out.String())
+	}
+}
+
+// "unlimited" is the maximum total, which no spend reaches.
+func TestBudgetSetUnlimited(t *testing.T) {
+	t.Parallel()
+	getenv := envFunc(map[string]string{"DATABASE_URL": testdb.New(t)})
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"budget", "set", "--owner", "acme", "--total-micros", "unlimited"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("budget set unlimited: %v\nstderr: %s", err, errb.String())
+	}
+	want := "owner=acme period=none total_micros=1000000000000000000 reserved_micros=0 spent_micros=0 available_micros=1000000000000000000\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("budget set unlimited stdout mismatch (-want +got):\n%s", diff)
 	}
 }
