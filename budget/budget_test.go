@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,8 @@ func TestParsePrices(t *testing.T) {
 
 func TestFormatMicros(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[int64]string{0: "0.000000", 38: "0.000038", 1_500_000: "1.500000", -2: "-0.000002", 12_345_678_901: "12345.678901"} {
+	for in, want := range map[int64]string{0: "0.000000", 38: "0.000038", 1_500_000: "1.500000", -2: "-0.000002", 12_345_678_901: "12345.678901",
+		math.MinInt64: "-9223372036854.775808", math.MaxInt64: "9223372036854.775807"} {
 		if got := budget.FormatMicros(in); got != want {
 			t.Errorf("FormatMicros(%d) = %q, want %q", in, got, want)
 		}

@@ -45,7 +45,7 @@ func (m Mismatch) String() string {
 		return fmt.Sprintf("owner %s task %s: finished without a settlement (%s), reservation %d, charged %d",
 			who, m.TaskID, m.State, m.Balance, m.Ledger)
 	case WhatReleasedAfterCall:
-		return fmt.Sprintf("owner %s task %s: a %s call in the journal, but its reservation of %d was released uncharged",
+		return fmt.Sprintf("owner %s task %s: a journal entry %s (a call that may have been billed), but its reservation of %d was released uncharged",
 			who, m.TaskID, m.State, m.Balance)
 	}
 	return fmt.Sprintf("owner %s period %s: %s is %d but the ledger says %d",
