@@ -408,6 +408,12 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		return Created{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
 	amount, estimated := s.estimate(m, priced, req)
+	if amount > budget.MaxTotalMicros {
+		// More than any budget may hold (a saturated cost among them):
+		// refused before anything is written.
+		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
+		return Created{}, budget.ErrInsufficient
+	}
 	deadline := s.cfg.DefaultDeadline
 	if req.DeadlineS > 0 {
 		deadline = time.Duration(req.DeadlineS) * time.Second
@@ -564,7 +570,9 @@ func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte, pr
 // model of the fallback chain the request fits, since any of them may end
 // up running it. An unpriced model is reserved at the default price and
 // marked estimated; the amount is never zero, so no request skips the
-// reservation.
+// reservation. A cost beyond an int64 saturates (budget.Price.Cost): the
+// amount is then above any budget and Create refuses it, where it once
+// wrapped to one micro.
 func (s *Service) estimate(m catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
 	in, out := estimateInput(req.Messages), int64(s.maxTokens(req))
 	for _, x := range s.cfg.Catalog.Chain(m) {

@@ -1,0 +1,158 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/provider/fake"
+)
+
+// openAIAnswer is a succeeded chat completion whose usage object is usage.
+func openAIAnswer(usage string) fake.Scripted {
+	return fake.Scripted{Status: 200, Body: `{"id":"x","object":"chat.completion","created":1,"model":"test-model",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"an answer"},"finish_reason":"stop"}],"usage":` + usage + `}`}
+}
+
+// A usage report beyond any sane bound is a lie, never a reason to call
+// again: the task succeeds on the one call it made, charged at most its
+// reservation, the rest recorded as shortfall, its journal entry flagged
+// with the figures as reported, and the metric counts it. Before, the cost
+// wrapped (negative, tiny) or the answer was refused, the settlement or
+// the answer failed, and the provider was called again.
+func TestImplausibleUsageIsChargedOnceAndFlagged(t *testing.T) {
+	t.Parallel()
+	// taskBody("abcdefgh", 100) reserves (2+4)×1 + 100×2 = 206 micros.
+	const reserved = 206
+	cases := []struct {
+		name                 string
+		usage                string
+		wantIn, wantOut      int64 // reported, as the journal keeps them
+		wantCost             int64
+		wantCharged, wantGap int64
+	}{
+		{"int64's maximum", `{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}`,
+			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved},
+		// 4611686018427387904 × 2 micros wrapped to exactly 0 per million.
+		{"a product that wrapped to zero", `{"prompt_tokens":3,"completion_tokens":4611686018427387904}`,
+			3, 4611686018427387904, 2_000_000_003, reserved, 2_000_000_003 - reserved},
+		{"beyond an int64", `{"prompt_tokens":1e30,"completion_tokens":100000000000000000000000}`,
+			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved},
+		{"just above the bound", `{"prompt_tokens":1000000001,"completion_tokens":0}`,
+			1_000_000_001, 0, 1_000_000_000, reserved, 1_000_000_000 - reserved},
+		{"negative", `{"prompt_tokens":-5,"completion_tokens":3}`, -5, 3, 6, 6, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			e.fake.Script(openAIAnswer(c.usage))
+			r := e.post(key, "k", taskBody("abcdefgh", 100), map[string]string{"Prefer": "wait=30"})
+			if r.status != http.StatusOK && r.status != http.StatusAccepted {
+				t.Fatalf("POST: %d %s", r.status, r.body)
+			}
+			task := e.waitFinished(key, r.task(t).ID)
+			if task.Status != "succeeded" || task.Result == nil {
+				t.Fatalf("task %s, result %+v; want succeeded with a result", task.Status, task.Result)
+			}
+			if n := e.fake.CallCount(); n != 1 {
+				t.Errorf("provider called %d times, want exactly once", n)
+			}
+			if task.Result.CostMicros != c.wantCost {
+				t.Errorf("cost %d, want %d", task.Result.CostMicros, c.wantCost)
+			}
+			e.expectScalars([]scalarCheck{
+				{"charged", `SELECT charged_micros FROM usage_records WHERE task_id = '` + task.ID + `'`, c.wantCharged},
+				{"shortfall", `SELECT shortfall_micros FROM usage_records WHERE task_id = '` + task.ID + `'`, c.wantGap},
+				{"spent", `SELECT spent_micros FROM budget_periods WHERE owner_id = 'acme'`, c.wantCharged},
+				{"flagged attempts", `SELECT count(*) FROM task_attempts WHERE task_id = '` + task.ID + `' AND usage_implausible`, 1},
+				{"reported input", `SELECT reported_input_tokens FROM task_attempts WHERE task_id = '` + task.ID + `'`, c.wantIn},
+				{"reported output", `SELECT reported_output_tokens FROM task_attempts WHERE task_id = '` + task.ID + `'`, c.wantOut},
+				{"journal entries", `SELECT count(*) FROM task_attempts WHERE task_id = '` + task.ID + `'`, 1},
+			})
+			page := e.do(http.MethodGet, "/metrics", "", nil, nil).body
+			if n := metricValue(t, page, `tollgate_usage_implausible_total{provider_key="default"}`); n != 1 {
+				t.Errorf("tollgate_usage_implausible_total = %v, want 1", n)
+			}
+			e.checkInvariants()
+		})
+	}
+}
+
+// A plausible report near the bound is charged as usual and not flagged.
+func TestPlausibleUsageIsNotFlagged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(openAIAnswer(`{"prompt_tokens":1000,"completion_tokens":1000}`))
+	id := e.submit(key, "k", taskBody("abcdefgh", 100))
+	task := e.waitFinished(key, id)
+	if task.Status != "succeeded" {
+		t.Fatalf("task %s", task.Status)
+	}
+	e.expectScalars([]scalarCheck{
+		{"flagged attempts", `SELECT count(*) FROM task_attempts WHERE usage_implausible`, 0},
+		{"charged beyond the reservation, up to the headroom", `SELECT charged_micros FROM usage_records`, 3000},
+	})
+	e.checkInvariants()
+}
+
+// "Unlimited" is the maximum total: a budget set to it through the API
+// settles and alerts like any other. int64's maximum, the obvious
+// "unlimited" of old, was accepted and then failed every settlement (its
+// alert comparison overflowed a bigint); it is a 400 naming the field, as
+// is every total or top-up beyond the maximum. A top-up near int64's
+// maximum was a 500.
+func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	admin := e.owner("ops", accounts.RoleAdmin, 0)
+	key := e.owner("acme", accounts.RoleClient, 1000)
+	cases := []struct {
+		name       string
+		method     string
+		path, body string
+		wantStatus int
+		wantDetail string
+	}{
+		{"total of int64's maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 9223372036854775807}`, 400, "total_micros must be between 0 and 1000000000000000000"},
+		{"total just beyond the maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 1000000000000000001}`, 400, "total_micros must be between"},
+		{"workload total beyond the maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 5, "workloads": {"batch": {"total_micros": 9223372036854775807}}}`, 400, "workloads.batch.total_micros"},
+		{"unlimited", http.MethodPut, "/v1/budgets/acme", fmt.Sprintf(`{"total_micros": %d}`, budget.Unlimited), 200, ""},
+		{"top-up near int64's maximum", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 9223372036854775800}`, 400, "amount_micros must be between 1 and 1000000000000000000"},
+		{"top-up of an unlimited budget", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 1}`, 400, "amount_micros would take the total above 1000000000000000000"},
+	}
+	for _, c := range cases {
+		r := e.do(c.method, c.path, admin, []byte(c.body), nil)
+		if r.status != c.wantStatus {
+			t.Fatalf("%s: %d %s, want %d", c.name, r.status, r.body, c.wantStatus)
+		}
+		if c.wantDetail != "" {
+			if code := r.problemCode(t); code != "invalid_request" {
+				t.Errorf("%s: code %q, want invalid_request", c.name, code)
+			}
+			if d, _ := r.json(t)["detail"].(string); !strings.Contains(d, c.wantDetail) {
+				t.Errorf("%s: detail %q, want it to contain %q", c.name, d, c.wantDetail)
+			}
+		}
+	}
+	// The unlimited budget settles, every task, on one call each.
+	for i := range 3 {
+		id := e.submit(key, fmt.Sprint("k", i), taskBody("abcdefgh", 100))
+		if task := e.waitFinished(key, id); task.Status != "succeeded" {
+			t.Fatalf("task %d on an unlimited budget: %s", i, task.Status)
+		}
+	}
+	if n := e.fake.CallCount(); n != 3 {
+		t.Errorf("provider called %d times for 3 tasks", n)
+	}
+	b := e.balance("acme")
+	if b.TotalMicros != budget.Unlimited || b.ReservedMicros != 0 || b.SpentMicros != 3*38 {
+		t.Errorf("balance %+v, want unlimited total, nothing reserved, 114 spent", b)
+	}
+	e.checkInvariants()
+}
