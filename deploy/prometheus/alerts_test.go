@@ -79,7 +79,7 @@ func TestAlertRules(t *testing.T) {
 	// must be dropped or renamed there too.
 	want := []string{
 		"TollgateFallbackRateHigh", "TollgateBreakerOpen", "TollgateBudgetAt90Percent",
-		"TollgateQueueStalled", "TollgateUnclassifiedProviderErrors", "TollgateBudgetOrphansReaped",
+		"TollgateQueueStalled", "TollgateUnclassifiedProviderErrors", "TollgateBudgetOrphansReaped", "TollgateImplausibleUsage",
 		"TollgateShedding", "TollgateProviderErrorRatioHigh", "TollgateHTTP5xxRateHigh", "TollgateAdmissionSlow",
 		"TollgateDBPoolWaiting",
 	}
