@@ -29,6 +29,15 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 )
 
+// Bounds of a route's guards, so that counting stays in range: the counts
+// are compared with an integer column (a larger limit cannot be sent as
+// one, and every call failed), and a window is a time.Duration (a larger
+// one wrapped negative, and every request opened a new window).
+const (
+	maxGuardCount   = 1_000_000_000
+	maxGuardWindowS = 366 * 24 * 3600
+)
+
 // Route is a compiled route.
 type Route struct {
 	Name          string
@@ -89,15 +98,15 @@ func compile(cat *catalog.Catalog, rc catalog.RouteConfig) (*Route, error) {
 		return nil, errors.New("max_retries: must be 0-5")
 	case r.OnFailure != "fallback" && r.OnFailure != "error":
 		return nil, errors.New("on_failure: must be fallback or error")
-	case rc.Guards.DailyCalls < 0:
-		return nil, errors.New("guards.daily_calls: must be >= 0")
+	case rc.Guards.DailyCalls < 0 || rc.Guards.DailyCalls > maxGuardCount:
+		return nil, fmt.Errorf("guards.daily_calls: must be 0-%d", maxGuardCount)
 	}
 	if _, _, err := cat.Resolve(r.Model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if rl := rc.Guards.RateLimit; rl != nil {
-		if rl.Requests < 1 || rl.WindowS < 1 {
-			return nil, errors.New("guards.rate_limit: requests and window_s must be >= 1")
+		if rl.Requests < 1 || rl.WindowS < 1 || rl.Requests > maxGuardCount || rl.WindowS > maxGuardWindowS {
+			return nil, fmt.Errorf("guards.rate_limit: requests must be 1-%d and window_s 1-%d", maxGuardCount, maxGuardWindowS)
 		}
 		r.RateRequests, r.RateWindow = rl.Requests, time.Duration(rl.WindowS)*time.Second
 	}
