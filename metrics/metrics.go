@@ -350,7 +350,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rows.Close()
 	rows, err = c.pool.Query(ctx, `
-		SELECT owner_id, workload, (reserved_micros + spent_micros)::float8 / total_micros
+		SELECT owner_id, workload, (reserved_micros::float8 + spent_micros) / total_micros
 		FROM (SELECT DISTINCT ON (owner_id, workload) * FROM budget_periods
 		      ORDER BY owner_id, workload, period_start DESC) p
 		WHERE total_micros > 0

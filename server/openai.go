@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -126,7 +127,7 @@ func completionOf(t tasks.Task) oaiCompletion {
 	return oaiCompletion{
 		ID: completionID(t.ID), Object: "chat.completion", Created: t.CreatedAt.Unix(), Model: t.Result.Model,
 		Choices: []oaiChoice{{Message: map[string]string{"role": "assistant", "content": t.Result.Output}, FinishReason: finish}},
-		Usage:   oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens},
+		Usage:   oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: budget.SaturatingAdd(u.InputTokens, u.OutputTokens)},
 	}
 }
 
@@ -265,7 +266,7 @@ func (s *sse) finish(t tasks.Task, withUsage bool) error {
 	s.send(s.chunk(t, nil, &finish, nil))
 	if withUsage && t.Result != nil {
 		u := t.Result.Usage
-		s.send(s.chunk(t, nil, nil, &oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}))
+		s.send(s.chunk(t, nil, nil, &oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: budget.SaturatingAdd(u.InputTokens, u.OutputTokens)}))
 	}
 	if !s.gone {
 		fmt.Fprint(s.c.Response(), "data: [DONE]\n\n")

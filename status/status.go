@@ -191,14 +191,14 @@ const gatesSQL = `
 const budgetsSQL = `
 	SELECT owner_id, workload, period, period_start, total_micros, reserved_micros, spent_micros,
 	       CASE WHEN total_micros = 0 THEN 100
-	            ELSE 100 * (reserved_micros + spent_micros)::float8 / total_micros END AS used_pct
+	            ELSE 100 * (reserved_micros::float8 + spent_micros) / total_micros END AS used_pct
 	FROM (
 		SELECT DISTINCT ON (owner_id, workload) *
 		FROM budget_periods
 		ORDER BY owner_id, workload, period_start DESC
 	) p
 	WHERE (period_end IS NULL OR period_end > $1)
-	  AND 100 * (reserved_micros + spent_micros)::numeric >= $2::numeric * total_micros
+	  AND 100 * (reserved_micros::numeric + spent_micros) >= $2::numeric * total_micros
 	ORDER BY used_pct DESC, owner_id, workload
 	LIMIT $3`
 
