@@ -156,3 +156,53 @@ func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 	}
 	e.checkInvariants()
 }
+
+// A task that ends with a call still "sent" in its journal (its run died
+// mid-call, and the provider may have billed it) is settled as possibly
+// charged, never released as if nothing was spent: by the reaper past its
+// deadline, and by a cancel. Before, both released the reservation, and
+// `budget verify` said ok.
+func TestTaskEndingWithACallInFlightIsSettledAsPossiblyCharged(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		end  func(e *env, key, id string)
+	}{
+		{"reaped past its deadline", func(e *env, key, id string) {
+			if _, err := e.pool.Exec(e.t.Context(), `UPDATE tasks SET deadline_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
+				e.t.Fatal(err)
+			}
+			if n, err := e.tasks.ReapOnce(e.t.Context()); err != nil || n != 1 {
+				e.t.Fatalf("ReapOnce = %d, %v; want 1", n, err)
+			}
+		}},
+		{"canceled", func(e *env, key, id string) {
+			if r := e.do(http.MethodPost, "/v1/tasks/"+id+"/cancel", key, nil, nil); r.status != http.StatusOK {
+				e.t.Fatalf("cancel: %d %s", r.status, r.body)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{noWorkers: true})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			id := e.post(key, "a", taskBody("abcdefgh", 100), nil).task(t).ID
+			// The journal entry a run on arrival commits before its call,
+			// left "sent" by a process that died mid-call.
+			if _, err := e.pool.Exec(t.Context(), `
+				WITH a AS (INSERT INTO task_attempts (task_id, attempt, state, provider_key, idempotency_key, model)
+				           VALUES ($1, 1, 'sent', 'default', $2, 'test-model'))
+				UPDATE tasks SET attempts = 1 WHERE id = $1`, id, id+":1"); err != nil {
+				t.Fatal(err)
+			}
+			c.end(e, key, id)
+			e.expectScalars([]scalarCheck{
+				{"settled, not released", `SELECT count(*) FROM budget_reservations WHERE task_id = '` + id + `' AND state = 'settled'`, 1},
+				{"charged the reservation", `SELECT charged_micros FROM usage_records WHERE task_id = '` + id + `' AND source = 'possibly_charged'`, 206},
+				{"spent", `SELECT spent_micros FROM budget_periods WHERE owner_id = 'acme'`, 206},
+			})
+			e.checkInvariants()
+		})
+	}
+}

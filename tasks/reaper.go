@@ -54,7 +54,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 				slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("status", string(t.Status)))
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands.
-				_, err := s.closeMoney(ctx, tx, t, jc.ambiguous)
+				_, err := s.closeMoney(ctx, tx, t, jc.possiblyCharged())
 				return err
 			}
 			lastClass := jc.lastClass
@@ -62,7 +62,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 				lastClass = "transient"
 			}
 			f := failureFor(lastClass, jc.lastCode, "deadline")
-			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, jc.ambiguous)
+			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, jc.possiblyCharged())
 			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 			return err
 		})

@@ -832,7 +832,7 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 		if err != nil {
 			return err
 		}
-		alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
+		alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.possiblyCharged())
 		final = &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
 		return err
 	})

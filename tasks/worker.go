@@ -228,9 +228,16 @@ func endTaskSpan(span trace.Span, err error) {
 type journalCounts struct {
 	counted   int
 	ambiguous int
+	sent      int // entries still "sent": calls whose run ended without recording them
 	lastClass provider.Class
 	lastCode  string
 }
+
+// possiblyCharged is how many calls of the journal the provider may have
+// run and billed without an answer recorded: ambiguous ones, and ones
+// still "sent" (their run ended mid-call). A task that ends with any is
+// settled as possibly charged, never released as if nothing was spent.
+func (c journalCounts) possiblyCharged() int { return c.ambiguous + c.sent }
 
 func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journalCounts, error) {
 	var c journalCounts
@@ -238,9 +245,10 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 	err := tx.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state <> 'sent' AND model = $2 AND COALESCE(class, '') NOT IN ('throttled', 'exhausted')),
 		       count(*) FILTER (WHERE state = 'ambiguous'),
+		       count(*) FILTER (WHERE state = 'sent'),
 		       (SELECT class FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1),
 		       (SELECT error_code FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1)
-		FROM task_attempts WHERE task_id = $1`, taskID, model).Scan(&c.counted, &c.ambiguous, &class, &code)
+		FROM task_attempts WHERE task_id = $1`, taskID, model).Scan(&c.counted, &c.ambiguous, &c.sent, &class, &code)
 	if class != nil {
 		c.lastClass = provider.Class(*class)
 	}
