@@ -177,7 +177,7 @@ func keptRiverRuns(kept []keptAnswer) []int32 {
 // keptSentAttempts are the journal entries left "sent" whose answers are
 // kept: not interrupted calls either.
 func keptSentAttempts(kept []keptAnswer) []int32 {
-	var out []int32
+	out := []int32{} // never nil: NULL would make "<> ALL" match nothing
 	for _, k := range kept {
 		if k.sent {
 			out = append(out, int32(k.attempt))

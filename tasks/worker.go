@@ -515,7 +515,9 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 			// nothing is called.
 			begun, err = s.keptAttempt(t, kept[0], raw)
 			if err != nil {
-				return fail(failureFor("internal", "", ""), journalCounts{})
+				// Its model is gone from the catalog: the call was made
+				// all the same, and is settled as possibly charged.
+				return fail(failureFor("internal", "", ""), journalCounts{ambiguous: len(kept)})
 			}
 			return nil
 		}
