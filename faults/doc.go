@@ -23,6 +23,9 @@
 //     to inject, so this scenario runs the service in-process (tasks,
 //     budget and server packages wired as cmd/tollgate wires them) with a
 //     test clock.
+//  6. The transaction recording a succeeded call fails at random (its
+//     backend terminated, or a constraint raised) on three instances: every
+//     task must still end with one provider call, its kept answer recorded.
 //
 // Every scenario ends with the same invariants, checked in SQL against its
 // database and the fake provider's call log: each accepted task is final or

@@ -127,6 +127,7 @@ type envOptions struct {
 	shedAfter      time.Duration // tasks.Config.ShedAdmittingAfter
 	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
 	shedSample     time.Duration // tasks.Config.ShedSampleEvery
+	recordWithin   time.Duration // tasks.Config.RecordWithin
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -212,6 +213,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		ShedAdmittingAfter: o.shedAfter,
 		ShedQueueWait:      o.shedQueueWait,
 		ShedSampleEvery:    o.shedSample,
+		RecordWithin:       o.recordWithin,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -198,10 +199,19 @@ func (s *Service) runOnArrival(a *admission, c *arrivalClaim) {
 	var retry *retryError
 	var snooze *river.JobSnoozeError
 	if err != nil && !errors.As(err, &retry) && !errors.As(err, &snooze) {
-		// The journal still says "sent": the safety net, written by the
-		// leader's sweep once the run's deadline has passed, finishes the
-		// task, counting this call as possibly made.
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "outcome of a run on arrival not recorded; its safety net will finish the task",
+		// The run has ended: its net may run now. It records the answer
+		// if it was kept, or counts this call as possibly made from the
+		// journal's "sent" entry. Should the net not be written here
+		// either, the leader's sweep writes it once the run's deadline
+		// has passed.
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		nerr := pgx.BeginFunc(nctx, s.pool, func(tx pgx.Tx) error { return s.reschedule(nctx, tx, r, s.backoff(1)) })
+		cancel()
+		msg := "outcome of a run on arrival not recorded; its safety net will finish the task"
+		if nerr != nil {
+			msg += " once the run's deadline has passed"
+		}
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, msg,
 			slog.String("task_id", a.id), slog.String("error", err.Error()), slog.String("trace_id", a.args.TraceID))
 	}
 }

@@ -38,6 +38,10 @@ func eraseTx(ctx context.Context, tx pgx.Tx, ids []string, by, reason string) (i
 	if err != nil {
 		return 0, err
 	}
+	// A kept answer of a finished task is a leftover; it goes too.
+	if _, err := tx.Exec(ctx, `DELETE FROM task_kept_answers WHERE task_id = ANY($1)`, ids); err != nil {
+		return 0, err
+	}
 	return tag.RowsAffected(), replay.EraseTx(ctx, tx, ids)
 }
 

@@ -47,6 +47,11 @@
 // happens. Inline (streamed) runs have no River run to read, so they commit
 // a "sent" entry before their call, as every run once did.
 //
+// A recording that fails after the provider answered (a constraint, an
+// overflow, a lost connection) does not lose the answer: the run keeps it,
+// sealed, by a write of its own, and the task's next run records it
+// instead of calling again (kept.go).
+//
 // A request that waits for a task (Wait, AwaitCreated) is woken by the
 // announcement of its end: at once by the process that finished it, by
 // LISTEN/NOTIFY from any other instance. A synchronous caller subscribes

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/internal/periodic"
+	"github.com/tollgate/tollgate/provider"
 )
 
 // reapGrace is how long past its deadline an unfinished task may hold its
@@ -49,20 +50,32 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
+			// Not only ambiguous attempts: a call whose outcome was never
+			// recorded ("sent", kept, a River run's error entry, a run in
+			// flight) may have been charged, and is settled as such.
+			ev, err := readEvidence(ctx, tx, t, jc.ambiguous)
+			if err != nil {
+				return err
+			}
+			charged := possibleCalls(ev)
 			reaped = true
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "ALERT orphaned reservation reaped",
-				slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("status", string(t.Status)))
+				slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("status", string(t.Status)),
+				slog.Int("possible_calls", charged))
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands.
-				_, err := s.closeMoney(ctx, tx, t, jc.possiblyCharged())
+				_, err := s.closeMoney(ctx, tx, t, charged)
 				return err
 			}
 			lastClass := jc.lastClass
-			if lastClass == "" {
-				lastClass = "transient"
+			switch {
+			case lastClass == "" && charged > 0:
+				lastClass = provider.ClassAmbiguous
+			case lastClass == "":
+				lastClass = provider.ClassTransient
 			}
 			f := failureFor(lastClass, jc.lastCode, "deadline")
-			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, jc.possiblyCharged())
+			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, charged)
 			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
 			return err
 		})

@@ -152,6 +152,13 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 	if err != nil {
 		return Task{}, err
 	}
+	if begun != nil && begun.fromKept != nil {
+		// An earlier run's answer is kept: recorded, not called again.
+		if err := s.recordKept(ctx, r, begun); err != nil {
+			return Task{}, err
+		}
+		begun = nil
+	}
 	if begun != nil {
 		span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
 		info := &replay.StreamInfo{}

@@ -53,6 +53,10 @@ type Config struct {
 	FetchCooldown    time.Duration // River's; default 100ms
 	FetchPoll        time.Duration // River's; default 1s
 	RescueAfter      time.Duration // running jobs older than this are retried; default 1h
+	// RecordWithin bounds how long an inline run (on arrival, or a stream)
+	// tries again to record its outcome before leaving it, its answer
+	// kept, to its safety net; default 30s.
+	RecordWithin time.Duration
 	// RecheckEvery is how often the tasks that requests wait for are read
 	// again, all in one query, in case an announcement was lost; default 2s.
 	RecheckEvery time.Duration
@@ -136,6 +140,9 @@ func (c *Config) defaults() error {
 	}
 	if c.RetryMax <= 0 {
 		c.RetryMax = time.Minute
+	}
+	if c.RecordWithin <= 0 {
+		c.RecordWithin = 30 * time.Second
 	}
 	if c.MaxWorkers <= 0 {
 		c.MaxWorkers = 100

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
@@ -95,6 +93,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error)
 		return wait // nothing to call now: finished (nil), or waiting (a snooze)
 	}
 	span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
+	if begun.fromKept != nil {
+		return s.recordKept(ctx, r, begun) // an earlier run's answer, kept: no call
+	}
 	return s.callAndRecord(ctx, r, begun)
 }
 
@@ -121,22 +122,46 @@ func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt
 	return s.recordRun(rctx, r, begun, resp, callErr, latency)
 }
 
-// recordRun records an attempt's outcome. A River run that cannot is retried
-// by River, which finds the attempt unrecorded. An inline run has no River
-// run behind it, and its safety net would finish the task only after the
-// call's deadline: it tries again while ctx lasts, since the usual cause is
-// a database restarting. Trying again is safe: a transaction that did not
-// commit left nothing, and one that committed without its answer reaching
-// us refuses the repeat (the replay record's key is taken).
+// recordRun records an attempt's outcome; afterRecord decides what follows
+// a failure. A succeeded call's answer is kept (kept.go) before anything
+// else, so that no later run calls again for it. A River run that cannot
+// record is then retried by River, whose next run finds the answer kept
+// (or, if even keeping it failed, the attempt unrecorded and possibly
+// charged). An inline run has no River run behind it, and its safety net
+// would take over only later: it tries again while ctx lasts (at most
+// RecordWithin), since the usual cause is a database restarting. Trying
+// again is safe: a transaction that did not commit left nothing, and one
+// that committed without its answer reaching us refuses the repeat (the
+// replay record's key is taken).
 func (s *Service) recordRun(ctx context.Context, r *run, b *begunAttempt, resp *provider.Response, callErr error, latency time.Duration) error {
+	if r.inline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RecordWithin)
+		defer cancel()
+	}
 	wait := 100 * time.Millisecond
 	for {
 		err := s.recordOutcome(ctx, r, b, resp, callErr, latency)
-		var retry *retryError
-		var snooze *river.JobSnoozeError
-		var pe *pgconn.PgError
-		if err == nil || !r.inline || errors.As(err, &retry) || errors.As(err, &snooze) ||
-			(errors.As(err, &pe) && pe.Code == pgerrcode.UniqueViolation) {
+		step := afterRecord(err, recordCase{answer: callErr == nil, kept: b.keptKey != 0, inline: r.inline})
+		if step.forget {
+			// Best effort: the task is finished; a copy left over is
+			// dropped by the next run that finds it so.
+			_, _ = s.pool.Exec(context.WithoutCancel(ctx), forgetKeptSQL, b.task.ID, b.keptKey)
+		}
+		if step.keep {
+			b.keptKey = b.attempt // from now on, its recording drops the copy
+			kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			kerr := s.keepAnswer(kctx, r, b, resp, latency)
+			kcancel()
+			if kerr != nil {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "ALERT outcome not recorded and answer not kept; the call counts as possibly charged",
+					slog.String("task_id", b.task.ID), slog.Int("attempt", b.attempt), slog.String("error", kerr.Error()), slog.String("trace_id", r.traceID))
+			} else {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "outcome not recorded; the answer is kept for the next run to record",
+					slog.String("task_id", b.task.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", r.traceID))
+			}
+		}
+		if !step.again {
 			return err
 		}
 		select {
@@ -158,6 +183,15 @@ type begunAttempt struct {
 	raw     Request // the unsealed request, in memory only
 	stream  *replay.StreamInfo
 	sent    bool // journalled as "sent" before the call (inline runs)
+	// keptKey is the attempt number of the answer's kept copy, 0 when
+	// none may exist: recording the attempt deletes the copy.
+	keptKey int
+	// riverRun is the River run whose entry in river_job.errors this
+	// attempt's record explains (an answer kept by a run that failed).
+	riverRun *int32
+	// fromKept is set when the attempt records an earlier run's kept
+	// answer instead of calling.
+	fromKept *keptCall
 }
 
 // providerKey is the Idempotency-Key the provider sees for this attempt.
@@ -448,7 +482,13 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t, err := lockTask(ctx, tx, r.taskID)
 		if errors.Is(err, ErrNotFound) || (err == nil && t.Status.Final()) {
-			// Nothing to run; complete the job so it does not linger.
+			// Nothing to run; complete the job so it does not linger, and
+			// drop a kept answer a recording that did commit left behind.
+			if err == nil {
+				if _, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil); err != nil {
+					return err
+				}
+			}
 			err = r.complete(ctx, tx)
 			return err
 		}
@@ -470,8 +510,24 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 			return fail(failureFor("internal", "", ""), journalCounts{})
 		}
 		t.Request = raw
-		if err := s.markInterrupted(ctx, tx, t, m, prov, r); err != nil {
+		kept, err := s.readKept(ctx, tx, t.ID)
+		if err != nil {
 			return err
+		}
+		if err := s.markInterrupted(ctx, tx, t, m, prov, r, kept); err != nil {
+			return err
+		}
+		if len(kept) > 0 {
+			// An earlier run's answer is kept: it is recorded, whatever
+			// the deadline, the attempt counts or the gate say, and
+			// nothing is called.
+			begun, err = s.keptAttempt(t, kept[0], raw)
+			if err != nil {
+				// Its model is gone from the catalog: the call was made
+				// all the same, and is settled as possibly charged.
+				return fail(failureFor("internal", "", ""), journalCounts{ambiguous: len(kept)})
+			}
+			return nil
 		}
 		st, err := readAttemptState(ctx, tx, t.ID)
 		if err != nil {
@@ -573,12 +629,13 @@ func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, f Failu
 // markInterrupted records the attempts of runs that died or were canceled
 // mid-call as ambiguous, each with its replay record: journal entries an
 // inline run left "sent", and River runs that ended without recording an
-// attempt (unrecordedRuns). Either may have reached the provider.
-func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, prov catalog.Provider, r *run) error {
+// attempt (unrecordedRuns). Either may have reached the provider. Those
+// whose answers are kept are not interrupted: their answers are recorded.
+func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, prov catalog.Provider, r *run, kept []keptAnswer) error {
 	rows, err := tx.Query(ctx, `
 		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
-		WHERE task_id = $1 AND state = 'sent'
-		RETURNING attempt, started_at, finished_at`, t.ID)
+		WHERE task_id = $1 AND state = 'sent' AND attempt <> ALL($2::integer[])
+		RETURNING attempt, started_at, finished_at`, t.ID, keptSentAttempts(kept))
 	if err != nil {
 		return err
 	}
@@ -600,7 +657,7 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m cata
 		if err != nil {
 			return err
 		}
-		for _, e := range unrecordedRuns(r.errors, st.recorded) {
+		for _, e := range unrecordedRuns(r.errors, append(st.recorded, keptRiverRuns(kept)...)) {
 			// The run's own number for its call was the next one then, as
 			// it is now: nothing was journalled after it.
 			rows, err := tx.Query(ctx, `
@@ -885,6 +942,9 @@ func (s *Service) queueAttempt(batch *pgx.Batch, t Task, r *run, b *begunAttempt
 	if err := replay.QueueInsert(batch, s.outcomeRecord(t, r, b, state, pe, resp, latency)); err != nil {
 		return err
 	}
+	if b.keptKey != 0 {
+		batch.Queue(forgetKeptSQL, t.ID, b.keptKey) // recorded: the copy goes with it
+	}
 	if pe == nil {
 		circuit.QueueClose(batch, b.model.Provider, wasClosed)
 	}
@@ -1009,6 +1069,19 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 		batch.Queue(`
 			UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, finished_at = now()
 			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status)
+		return
+	}
+	if b.riverRun != nil {
+		// A kept answer: its River run's entry in river_job.errors is
+		// this attempt, recorded.
+		batch.Queue(`
+			WITH a AS (
+				INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
+				                           idempotency_key, started_at, finished_at, river_error_attempt)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12)
+			)
+			UPDATE tasks SET attempts = $2 WHERE id = $1`,
+			b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, *b.riverRun)
 		return
 	}
 	batch.Queue(`

@@ -1,0 +1,99 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/replay"
+)
+
+func TestAfterRecord(t *testing.T) {
+	t.Parallel()
+	failed := fmt.Errorf("tasks: record outcome: %w", &pgconn.PgError{Code: "23514"})
+	lost := errors.New("tasks: record outcome: unexpected EOF")
+	taken := fmt.Errorf("tasks: record outcome: %w", &pgconn.PgError{Code: "23505"})
+	cases := []struct {
+		name string
+		err  error
+		c    recordCase
+		want recordStep
+	}{
+		{"recorded", nil, recordCase{answer: true}, recordStep{done: true}},
+		{"a retry decided", &retryError{&provider.Error{Class: provider.ClassTransient}}, recordCase{inline: true}, recordStep{done: true}},
+		{"a snooze decided", river.JobSnooze(time.Second), recordCase{}, recordStep{done: true}},
+		{"River run's answer not recorded: keep, River retries", failed, recordCase{answer: true}, recordStep{keep: true}},
+		{"inline answer not recorded: keep, try again", lost, recordCase{answer: true, inline: true}, recordStep{keep: true, again: true}},
+		{"kept already: try again only", lost, recordCase{answer: true, kept: true, inline: true}, recordStep{again: true}},
+		{"River run recording a kept answer: River retries", failed, recordCase{answer: true, kept: true}, recordStep{}},
+		{"a failure's outcome is not kept", failed, recordCase{inline: true}, recordStep{again: true}},
+		{"recorded before, ack lost", taken, recordCase{answer: true, inline: true}, recordStep{done: true}},
+		{"recorded before, ack lost, copy kept", taken, recordCase{answer: true, kept: true, inline: true}, recordStep{done: true, forget: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if diff := cmp.Diff(c.want, afterRecord(c.err, c.c), cmp.AllowUnexported(recordStep{})); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPossibleCalls(t *testing.T) {
+	t.Parallel()
+	ran := func(attempt int, text string) rivertype.AttemptError {
+		return rivertype.AttemptError{Attempt: attempt, Error: text}
+	}
+	cases := []struct {
+		name string
+		e    callEvidence
+		want int
+	}{
+		{"nothing", callEvidence{}, 0},
+		{"ambiguous attempts", callEvidence{ambiguous: 2}, 2},
+		{"a sent entry", callEvidence{sent: 1}, 1},
+		{"a kept answer and its run's error counted once", callEvidence{kept: 1, keptRiver: []int32{1},
+			riverErrors: []rivertype.AttemptError{ran(1, "tasks: record outcome: conn closed")}}, 1},
+		{"a run that failed recording", callEvidence{riverErrors: []rivertype.AttemptError{ran(1, "tasks: record outcome: conn closed")}}, 1},
+		{"a run that failed before calling", callEvidence{riverErrors: []rivertype.AttemptError{ran(1, noCallPrefix+"conn closed")}}, 0},
+		{"a recorded run's retry", callEvidence{recorded: []int32{1}, riverErrors: []rivertype.AttemptError{ran(1, "provider: transient")}}, 0},
+		{"a run in flight", callEvidence{jobRunning: true}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := possibleCalls(c.e); got != c.want {
+				t.Errorf("possibleCalls = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+// A kept answer comes back as the provider gave it, usage and stream
+// delivery included.
+func TestKeptBodyRoundTrip(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		resp   *provider.Response
+		stream *replay.StreamInfo
+	}{
+		{&provider.Response{Content: "answer", Model: "m-1", FinishReason: "stop", Status: 200, Usage: &provider.Usage{InputTokens: 6, OutputTokens: 3}}, nil},
+		{&provider.Response{Content: "no usage", Status: 200}, &replay.StreamInfo{ChunksSent: 2, ClientDisconnectedAt: &now}},
+	}
+	for _, c := range cases {
+		b := keptBodyOf(c.resp, c.stream)
+		if diff := cmp.Diff(c.resp, b.response()); diff != "" {
+			t.Errorf("response mismatch (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(c.stream, b.Stream); diff != "" {
+			t.Errorf("stream mismatch (-want +got):\n%s", diff)
+		}
+	}
+}
