@@ -125,6 +125,8 @@ func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 		{"total of int64's maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 9223372036854775807}`, 400, "total_micros must be between 0 and 1000000000000000000"},
 		{"total just beyond the maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 1000000000000000001}`, 400, "total_micros must be between"},
 		{"workload total beyond the maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 5, "workloads": {"batch": {"total_micros": 9223372036854775807}}}`, 400, "workloads.batch.total_micros"},
+		{"total beyond an int64", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 99999999999999999999}`, 400, "total_micros"},
+		{"top-up beyond an int64", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 1e30}`, 400, "amount_micros"},
 		{"unlimited", http.MethodPut, "/v1/budgets/acme", fmt.Sprintf(`{"total_micros": %d}`, budget.Unlimited), 200, ""},
 		{"top-up near int64's maximum", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 9223372036854775800}`, 400, "amount_micros must be between 1 and 1000000000000000000"},
 		{"top-up of an unlimited budget", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 1}`, 400, "amount_micros would take the total above 1000000000000000000"},
