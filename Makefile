@@ -89,4 +89,5 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTaskRequest$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzValidIdempotencyKey$$' -fuzztime $(FUZZTIME) ./tasks
 	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./provider
+	$(GO) test -run '^$$' -fuzz '^FuzzUsageFigures$$' -fuzztime $(FUZZTIME) ./provider
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./redact

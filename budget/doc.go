@@ -4,7 +4,11 @@
 // reports finance reconciles.
 //
 // All amounts are integer micro-units (1 unit = 1,000,000 micros); no float
-// ever touches money.
+// ever touches money. Every amount is bounded where it enters (money.go:
+// totals and top-ups at MaxTotalMicros, which stands for unlimited; prices
+// at MaxPricePerMTok; usage at MaxUsageTokens), costs are exact and
+// saturate, and SQL compares and sums in numeric, so no computation on
+// money overflows.
 //
 // A budget is a limit (budget_limits: owner, workload, period, total) and,
 // per period, a balance row (budget_periods: total, reserved, spent) keyed

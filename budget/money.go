@@ -53,8 +53,9 @@ func MulMicros(a, b int64) (int64, bool) {
 	return p, true
 }
 
-// SaturatingAdd is a + b for non-negative amounts, math.MaxInt64 when the
-// sum does not fit: more than any budget can hold (MaxTotalMicros).
+// SaturatingAdd is a + b saturated at the int64 bounds: for amounts,
+// math.MaxInt64 when the sum does not fit, more than any budget can hold
+// (MaxTotalMicros).
 func SaturatingAdd(a, b int64) int64 {
 	if s, ok := AddMicros(a, b); ok {
 		return s
@@ -65,8 +66,8 @@ func SaturatingAdd(a, b int64) int64 {
 	return math.MinInt64
 }
 
-// SaturatingMul is a × b for non-negative amounts, math.MaxInt64 when the
-// product does not fit.
+// SaturatingMul is a × b saturated at the int64 bounds: for amounts,
+// math.MaxInt64 when the product does not fit.
 func SaturatingMul(a, b int64) int64 {
 	if p, ok := MulMicros(a, b); ok {
 		return p

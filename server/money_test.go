@@ -33,22 +33,25 @@ func TestImplausibleUsageIsChargedOnceAndFlagged(t *testing.T) {
 		wantIn, wantOut      int64 // reported, as the journal keeps them
 		wantCost             int64
 		wantCharged, wantGap int64
+		queueOnly            bool // run by a River job, not on arrival: its journal entry is written after the call
 	}{
 		{"int64's maximum", `{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}`,
-			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved},
+			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved, false},
 		// 4611686018427387904 × 2 micros wrapped to exactly 0 per million.
 		{"a product that wrapped to zero", `{"prompt_tokens":3,"completion_tokens":4611686018427387904}`,
-			3, 4611686018427387904, 2_000_000_003, reserved, 2_000_000_003 - reserved},
+			3, 4611686018427387904, 2_000_000_003, reserved, 2_000_000_003 - reserved, false},
 		{"beyond an int64", `{"prompt_tokens":1e30,"completion_tokens":100000000000000000000000}`,
-			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved},
+			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved, false},
 		{"just above the bound", `{"prompt_tokens":1000000001,"completion_tokens":0}`,
-			1_000_000_001, 0, 1_000_000_000, reserved, 1_000_000_000 - reserved},
-		{"negative", `{"prompt_tokens":-5,"completion_tokens":3}`, -5, 3, 6, 6, 0},
+			1_000_000_001, 0, 1_000_000_000, reserved, 1_000_000_000 - reserved, false},
+		{"negative", `{"prompt_tokens":-5,"completion_tokens":3}`, -5, 3, 6, 6, 0, false},
+		{"int64's maximum, run from the queue", `{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}`,
+			9223372036854775807, 9223372036854775807, 3_000_000_000, reserved, 3_000_000_000 - reserved, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{})
+			e := newEnv(t, envOptions{queueOnly: c.queueOnly})
 			key := e.owner("acme", accounts.RoleClient, 1_000_000)
 			e.fake.Script(openAIAnswer(c.usage))
 			r := e.post(key, "k", taskBody("abcdefgh", 100), map[string]string{"Prefer": "wait=30"})
@@ -122,6 +125,8 @@ func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 		{"total of int64's maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 9223372036854775807}`, 400, "total_micros must be between 0 and 1000000000000000000"},
 		{"total just beyond the maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 1000000000000000001}`, 400, "total_micros must be between"},
 		{"workload total beyond the maximum", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 5, "workloads": {"batch": {"total_micros": 9223372036854775807}}}`, 400, "workloads.batch.total_micros"},
+		{"total beyond an int64", http.MethodPut, "/v1/budgets/acme", `{"total_micros": 99999999999999999999}`, 400, "total_micros"},
+		{"top-up beyond an int64", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 1e30}`, 400, "amount_micros"},
 		{"unlimited", http.MethodPut, "/v1/budgets/acme", fmt.Sprintf(`{"total_micros": %d}`, budget.Unlimited), 200, ""},
 		{"top-up near int64's maximum", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 9223372036854775800}`, 400, "amount_micros must be between 1 and 1000000000000000000"},
 		{"top-up of an unlimited budget", http.MethodPost, "/v1/budgets/acme/topups", `{"amount_micros": 1}`, 400, "amount_micros would take the total above 1000000000000000000"},
