@@ -127,6 +127,7 @@ type envOptions struct {
 	shedAfter      time.Duration // tasks.Config.ShedAdmittingAfter
 	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
 	shedSample     time.Duration // tasks.Config.ShedSampleEvery
+	catalog        string        // replaces testCatalog
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -173,7 +174,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 		// its own (shed_test.go).
 		o.maxAdmitting = -1
 	}
-	cat, err := catalog.Parse([]byte(testCatalog), testEnvVars)
+	if o.catalog == "" {
+		o.catalog = testCatalog
+	}
+	cat, err := catalog.Parse([]byte(o.catalog), testEnvVars)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/logsafe"
 	"github.com/tollgate/tollgate/internal/pgstats"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/migrations"
@@ -67,13 +68,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
+	tracing.LogErrors(log)
 	// Deferred first, so it runs last: the spans of the final requests and
 	// tasks are flushed once the server and the workers have stopped.
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := shutdownTracing(tctx); err != nil {
-			log.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
+			log.Warn("tracing: spans not flushed at shutdown", logsafe.ErrorAttr(err))
 		}
 	}()
 	log.Info("tracing", slog.Bool("otlp_export", tracing.Endpoint(getenv) != ""))
