@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -13,7 +11,7 @@ func registerRoutes(e *echo.Echo, d *Deps) {
 	e.GET("/readyz", readyz(d))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
 
-	v1 := e.Group("/v1", authenticate(d.Accounts, newAuthLimiter(d.AuthFailures, time.Minute, time.Now)))
+	v1 := e.Group("/v1", authenticate(d.Accounts, d.authLimit))
 	v1.POST("/tasks", createTask(d))
 	v1.POST("/chat/completions", chatCompletions(d))
 	v1.POST("/routes/:name", callRoute(d))

@@ -50,6 +50,10 @@ type Deps struct {
 	SecureCookies bool
 	// Metrics is served at /metrics; nil serves an empty registry.
 	Metrics *metrics.Metrics
+
+	// authLimit counts failed authentications per address, for the API
+	// and the console's sign-in alike.
+	authLimit *authLimiter
 }
 
 // New returns the HTTP handler with every route registered.
@@ -78,6 +82,7 @@ func New(d Deps) *echo.Echo {
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()
 	}
+	d.authLimit = newAuthLimiter(d.AuthFailures, time.Minute, time.Now)
 	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
 	registerRoutes(e, &d)
 	mountConsole(e, &d)
@@ -90,6 +95,7 @@ func New(d Deps) *echo.Echo {
 func mountConsole(e *echo.Echo, d *Deps) {
 	con := console.New(console.Config{
 		API: e, SecureCookies: d.SecureCookies, AlertThresholds: budget.DefaultThresholds, Logger: d.Logger,
+		Limiter: d.authLimit,
 		Auth: func(ctx context.Context, key string) (console.Principal, error) {
 			p, err := d.Accounts.Authenticate(ctx, key)
 			if errors.Is(err, accounts.ErrUnauthenticated) {
