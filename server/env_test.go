@@ -128,6 +128,8 @@ type envOptions struct {
 	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
 	shedSample     time.Duration // tasks.Config.ShedSampleEvery
 	catalog        string        // replaces testCatalog
+	metricsToken   string        // server.Deps.MetricsToken
+	metricsApart   bool          // server.Deps.MetricsElsewhere
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -239,6 +241,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Pool:   pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
+		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

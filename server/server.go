@@ -50,6 +50,14 @@ type Deps struct {
 	SecureCookies bool
 	// Metrics is served at /metrics; nil serves an empty registry.
 	Metrics *metrics.Metrics
+	// MetricsToken, when set, is the bearer token GET /metrics requires
+	// (TOLLGATE_METRICS_TOKEN); an admin API key is accepted too. Unset,
+	// and without MetricsElsewhere, /metrics needs no key.
+	MetricsToken string
+	// MetricsElsewhere: the metrics have a listener of their own
+	// (TOLLGATE_METRICS_ADDR, see MetricsHandler), so /metrics here
+	// answers only an admin API key or MetricsToken.
+	MetricsElsewhere bool
 
 	// authLimit counts failed authentications per address, for the API
 	// and the console's sign-in alike.

@@ -49,6 +49,8 @@ type config struct {
 	PricesSpec       string
 	ConfigFile       string
 	Catalog          *catalog.Catalog
+	MetricsAddr      string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
+	MetricsToken     string // TOLLGATE_METRICS_TOKEN: the bearer token /metrics requires
 }
 
 const (
@@ -68,6 +70,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		ModelAPIKey:  getenv("MODEL_API_KEY"),
 		ModelName:    orDefault(getenv("MODEL_NAME"), defaultModel),
 		PricesSpec:   orDefault(getenv("TOLLGATE_PRICES"), defaultPrices),
+		MetricsAddr:  getenv("TOLLGATE_METRICS_ADDR"),
+		MetricsToken: getenv("TOLLGATE_METRICS_TOKEN"),
 	}
 	var err error
 	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000)
@@ -146,6 +150,8 @@ func (c config) logValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("database_url", logsafe.URL(c.DatabaseURL)),
 		slog.String("addr", c.Addr),
+		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("metrics_token_set", c.MetricsToken != ""),
 		slog.Bool("migrate", c.Migrate),
 		slog.String("model_base_url", logsafe.URL(c.ModelBaseURL)),
 		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
