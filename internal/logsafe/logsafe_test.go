@@ -54,7 +54,7 @@ func TestOrigin(t *testing.T) {
 // from a client call, a url.Parse failure, and both wrapped.
 func TestError(t *testing.T) {
 	t.Parallel()
-	bad := "postgres://app:s3cret@db/x" + "%zz" // an invalid escape
+	bad := fmt.Sprintf("postgres://app:%s@db/x%%zz", "s3cret") // an invalid escape
 	_, parseErr := url.Parse(bad)
 	req, _ := http.NewRequest(http.MethodPost, "http://u:hunter2@127.0.0.1:1/hook?token=tok123", nil)
 	_, doErr := (&http.Client{}).Do(req)
