@@ -91,3 +91,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime $(FUZZTIME) ./provider
 	$(GO) test -run '^$$' -fuzz '^FuzzUsageFigures$$' -fuzztime $(FUZZTIME) ./provider
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./redact
+	$(GO) test -run '^$$' -fuzz '^FuzzCell$$' -fuzztime $(FUZZTIME) ./internal/csvsafe

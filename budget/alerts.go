@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/internal/logsafe"
 )
 
 // DefaultThresholds are the alert thresholds, in percent of a period's
@@ -32,11 +34,16 @@ type Alerter struct {
 }
 
 // NewAlerter returns an alerter; webhook "" disables the webhook. onFire,
-// if set, is called once per alert (for metrics).
+// if set, is called once per alert (for metrics). The webhook's client
+// never follows a redirect (a 3xx is a failed delivery): the webhook URL is
+// a secret, and so is where it is allowed to post.
 func NewAlerter(pool *pgxpool.Pool, webhook string, hc *http.Client, log *slog.Logger, onFire func(Alert)) *Alerter {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
+	noRedirect := *hc
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	hc = &noRedirect
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -100,7 +107,8 @@ func (a *Alerter) deliver(ctx context.Context, al Alert) {
 		if err == nil {
 			return
 		}
-		a.log.Warn("budget alert webhook failed; retrying", slog.Int("attempt", attempt), slog.String("error", err.Error()))
+		// The error quotes the webhook URL, a secret: logsafe keeps its host.
+		a.log.Warn("budget alert webhook failed; retrying", slog.Int("attempt", attempt), logsafe.ErrorAttr(err))
 		select {
 		case <-ctx.Done():
 			return

@@ -55,7 +55,25 @@ type Config struct {
 	// Logger receives failures of Auth other than ErrUnauthenticated; nil
 	// discards them.
 	Logger *slog.Logger
+	// Limiter counts failed sign-ins per client address and refuses an
+	// address that failed too often (429). Pass the API's own, so that
+	// guesses at the console and at the API count together. nil: no limit.
+	Limiter FailureLimiter
 }
+
+// FailureLimiter slows down an address that keeps failing authentication.
+type FailureLimiter interface {
+	// Blocked reports whether addr must wait before trying again, and how
+	// long.
+	Blocked(addr string) (bool, time.Duration)
+	// Failed records one failed attempt from addr.
+	Failed(addr string)
+}
+
+type noLimit struct{}
+
+func (noLimit) Blocked(string) (bool, time.Duration) { return false, 0 }
+func (noLimit) Failed(string)                        {}
 
 // console serves the front end, the session endpoints and the proxy.
 type console struct {
@@ -64,6 +82,7 @@ type console struct {
 	secure     bool
 	thresholds []int
 	log        *slog.Logger
+	limit      FailureLimiter
 	sessions   *sessions
 	assets     map[string]asset
 }
@@ -85,6 +104,9 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = noLimit{}
+	}
 	assets, err := loadAssets()
 	if err != nil {
 		panic(err)
@@ -95,6 +117,7 @@ func New(cfg Config) http.Handler {
 		secure:     cfg.SecureCookies,
 		thresholds: append([]int(nil), cfg.AlertThresholds...),
 		log:        cfg.Logger,
+		limit:      cfg.Limiter,
 		sessions:   newSessions(cfg.Now),
 		assets:     assets,
 	}

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,9 +22,13 @@ const (
 	csrfHeader    = "X-CSRF-Token"
 	// maxSessions bounds the memory a flood of sign-ins can take; only
 	// holders of a valid key can create sessions at all.
-	maxSessions   = 10000
-	maxSignInBody = 8 << 10
-	maxKeyLen     = 512
+	maxSessions = 10000
+	// MaxSessionsPerKey is how many live sessions one key may hold (a few
+	// browsers and machines); signing in once more ends the key's oldest
+	// session, so one key can never fill the table and lock others out.
+	MaxSessionsPerKey = 5
+	maxSignInBody     = 8 << 10
+	maxKeyLen         = 512
 )
 
 var errTooManySessions = errors.New("console: too many sessions")
@@ -49,15 +56,26 @@ func newSessions(now func() time.Time) *sessions {
 }
 
 // create stores a new session for key and returns its id, or
-// errTooManySessions when the table is full of live sessions.
+// errTooManySessions when the table is full of live sessions. A key that
+// already holds MaxSessionsPerKey live sessions loses its oldest.
 func (s *sessions) create(key string, p Principal) (string, session, error) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var mine []string // the key's live sessions
 	for id, sess := range s.byID {
-		if !now.Before(sess.expires) {
+		switch {
+		case !now.Before(sess.expires):
 			delete(s.byID, id)
+		case sess.key == key:
+			mine = append(mine, id)
 		}
+	}
+	// The oldest session expires first: every session lives SessionTTL.
+	slices.SortFunc(mine, func(a, b string) int { return s.byID[a].expires.Compare(s.byID[b].expires) })
+	for len(mine) >= MaxSessionsPerKey {
+		delete(s.byID, mine[0])
+		mine = mine[1:]
 	}
 	if len(s.byID) >= maxSessions {
 		return "", session{}, errTooManySessions
@@ -151,9 +169,23 @@ func (c *console) clearCookie(w http.ResponseWriter) {
 }
 
 // getSession answers GET /console/session: the signed-in principal, for
-// the front end to choose its pages, or 401.
+// the front end to choose its pages, or 401. The key is checked again, so
+// a key revoked since sign-in ends its session here too (503 when the key
+// store cannot answer).
 func (c *console) getSession(w http.ResponseWriter, r *http.Request) {
-	_, sess, ok := c.current(r)
+	id, sess, ok := c.current(r)
+	if ok {
+		_, err := c.auth(r.Context(), sess.key)
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			c.sessions.delete(id)
+			ok = false
+		case err != nil:
+			c.log.Error("console: session check could not check the key", slog.String("error", err.Error()))
+			writeProblem(w, http.StatusServiceUnavailable, "unavailable", "The key could not be checked just now; try again.")
+			return
+		}
+	}
 	if !ok {
 		c.clearCookie(w)
 		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Not signed in, or the session has expired.")
@@ -164,9 +196,21 @@ func (c *console) getSession(w http.ResponseWriter, r *http.Request) {
 
 // signIn answers POST /console/session with {"api_key": "..."} (JSON or a
 // form field of that name): a new session and its cookie, 401 for an
-// unknown key, 503 when the key store cannot answer.
+// unknown key, 429 for an address that failed too often (Config.Limiter),
+// 503 when the key store cannot answer.
 func (c *console) signIn(w http.ResponseWriter, r *http.Request) {
+	addr := clientAddr(r)
+	if blocked, wait := c.limit.Blocked(addr); blocked {
+		secs := max(int(wait.Round(time.Second)/time.Second), 1)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeProblem(w, http.StatusTooManyRequests, "rate_limited",
+			"Too many failed sign-ins from this address; wait "+wait.Round(time.Second).String()+".")
+		return
+	}
 	key, status, detail := readKey(w, r)
+	if status == http.StatusUnauthorized {
+		c.limit.Failed(addr)
+	}
 	if status != 0 {
 		writeProblem(w, status, codeOf(status), detail)
 		return
@@ -174,6 +218,7 @@ func (c *console) signIn(w http.ResponseWriter, r *http.Request) {
 	p, err := c.auth(r.Context(), key)
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
+		c.limit.Failed(addr)
 		writeProblem(w, http.StatusUnauthorized, "unauthorized", "That API key is unknown or revoked.")
 		return
 	case err != nil:
@@ -259,4 +304,14 @@ func (c *console) signOut(w http.ResponseWriter, r *http.Request) {
 func validCSRF(r *http.Request, sess session) bool {
 	got := r.Header.Get(csrfHeader)
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) == 1
+}
+
+// clientAddr is the address failed sign-ins are counted against: the
+// connection's, never a header a client can forge (as the API counts).
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

@@ -341,3 +341,24 @@ func TestSignInAgainEndsOldSession(t *testing.T) {
 		t.Errorf("old session: status %d, want 401", res.StatusCode)
 	}
 }
+
+// TestOneKeyCannotFillTheTable signs one key in more times than the table
+// holds sessions: each sign-in succeeds, the key keeps only its newest
+// MaxSessionsPerKey sessions, and another key still signs in.
+func TestOneKeyCannotFillTheTable(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
+	s := newSessions(c.Now)
+	for i := range maxSessions + 1 {
+		if _, _, err := s.create("tg_client", testKeys["tg_client"]); err != nil {
+			t.Fatalf("sign-in %d of one key: %v", i+1, err)
+		}
+		c.Advance(time.Millisecond)
+	}
+	if n := len(s.byID); n != MaxSessionsPerKey {
+		t.Errorf("%d sessions after %d sign-ins of one key, want %d", n, maxSessions+1, MaxSessionsPerKey)
+	}
+	if _, _, err := s.create("tg_admin", testKeys["tg_admin"]); err != nil {
+		t.Errorf("another key's sign-in: %v", err)
+	}
+}

@@ -27,11 +27,10 @@ var _ Client = (*Anthropic)(nil)
 // apiKey in the x-api-key header. baseURL is the API root without /v1, as in
 // Anthropic's own SDKs ("https://api.anthropic.com"); a trailing "/v1" is
 // dropped, so both spellings reach the same endpoint. A nil hc means a plain
-// http.Client; deadlines come from the ctx passed to Complete.
+// http.Client; redirects are never followed (NoRedirects); deadlines come
+// from the ctx passed to Complete.
 func NewAnthropic(baseURL, apiKey string, hc *http.Client) *Anthropic {
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc = NoRedirects(hc)
 	root := strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1")
 	return &Anthropic{endpoint: root + "/v1/messages", apiKey: apiKey, hc: hc}
 }

@@ -141,6 +141,14 @@ func clip(s string) string {
 // anything in the body or headers (rather than the status alone) decided
 // them. The order matters: see classify.
 func decide(status int, f errorFields, wait time.Duration, exact dialect) (Class, string, bool) {
+	// A redirect is never followed (NoRedirects), whatever its body says.
+	// Like a refused key it concerns the configured endpoint, not the
+	// request: every call meets it until someone fixes the base URL, so it
+	// is exhausted (the breaker holds tasks queued and alerts) rather than
+	// rejected (which would fail each task) or transient.
+	if status >= 300 && status < 400 {
+		return ClassExhausted, CodeRedirectRefused, true
+	}
 	msg := strings.ToLower(f.msg)
 
 	// OpenAI answers a single request larger than the whole per-minute token

@@ -334,6 +334,19 @@ func TestClassifyOpenAI(t *testing.T) {
 			want:   Error{Class: ClassRejected, Status: 413, Code: CodeRequestTooLarge},
 		},
 		{
+			name:   "a redirect is refused, not followed",
+			status: 307,
+			header: map[string]string{"Location": "https://elsewhere.example/v1/chat/completions"},
+			body:   `<a href="https://elsewhere.example/v1/chat/completions">Temporary Redirect</a>`,
+			want:   Error{Class: ClassExhausted, Status: 307, Code: CodeRedirectRefused},
+		},
+		{
+			name:   "a redirect is refused whatever its body claims",
+			status: 308,
+			body:   `{"error":{"message":"rate limit","code":"rate_limit_exceeded"}}`,
+			want:   Error{Class: ClassExhausted, Status: 308, Code: CodeRedirectRefused},
+		},
+		{
 			name:   "unknown 4xx is rejected",
 			status: 418,
 			body:   `short and stout`,

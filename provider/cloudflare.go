@@ -26,12 +26,10 @@ var _ Client = (*Cloudflare)(nil)
 // baseURL + "/client/v4/accounts/{accountID}/ai/run/{model}" with apiToken as
 // a bearer token. baseURL is the host root ("https://api.cloudflare.com"); a
 // trailing "/client/v4" is dropped, so both spellings reach the same
-// endpoint. A nil hc means a plain http.Client; deadlines come from the ctx
-// passed to Complete.
+// endpoint. A nil hc means a plain http.Client; redirects are never followed
+// (NoRedirects); deadlines come from the ctx passed to Complete.
 func NewCloudflare(baseURL, accountID, apiToken string, hc *http.Client) *Cloudflare {
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc = NoRedirects(hc)
 	root := strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/client/v4")
 	return &Cloudflare{
 		prefix:   root + "/client/v4/accounts/" + url.PathEscape(accountID) + "/ai/run/",

@@ -61,6 +61,10 @@ const (
 	CodeCanceled          = "canceled"
 	CodeConnectionError   = "connection_error" // nothing was sent
 	CodeConnectionCut     = "connection_cut"   // the request was sent, the answer was lost
+	// CodeRedirectRefused: the provider answered 3xx. Provider calls never
+	// follow a redirect, which would send the prompt and the credential to
+	// a host nobody configured; see NoRedirects.
+	CodeRedirectRefused = "redirect_refused"
 )
 
 // Error is the only error a Client returns. Its exported fields are safe to

@@ -30,7 +30,8 @@ type Options struct {
 	// AccountID is the Cloudflare account; required for cloudflare, ignored
 	// otherwise.
 	AccountID string
-	// HTTPClient makes the calls; nil means a plain http.Client. Deadlines
+	// HTTPClient makes the calls; nil means a plain http.Client. Redirects are never
+	// followed, whatever its CheckRedirect (NoRedirects). Deadlines
 	// come from the ctx passed to Complete.
 	HTTPClient *http.Client
 }

@@ -22,11 +22,10 @@ var _ Client = (*OpenAI)(nil)
 // NewOpenAI returns a client that POSTs to baseURL + "/chat/completions"
 // (baseURL such as "https://api.openai.com/v1", /v1 included as in OpenAI's
 // own SDKs) with apiKey as a bearer token. A nil hc means a plain
-// http.Client; deadlines come from the ctx passed to Complete.
+// http.Client; redirects are never followed (NoRedirects); deadlines come
+// from the ctx passed to Complete.
 func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc = NoRedirects(hc)
 	return &OpenAI{
 		endpoint: strings.TrimRight(baseURL, "/") + "/chat/completions",
 		apiKey:   apiKey,

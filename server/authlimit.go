@@ -63,6 +63,14 @@ func (l *authLimiter) failed(addr string) {
 	}
 }
 
+// Blocked and Failed make the limiter a console.FailureLimiter: failed
+// console sign-ins and failed API authentications from one address count
+// together.
+func (l *authLimiter) Blocked(addr string) (bool, time.Duration) { return l.blocked(addr) }
+
+// Failed records one failed console sign-in from addr.
+func (l *authLimiter) Failed(addr string) { l.failed(addr) }
+
 func tooManyAuthFailures(wait time.Duration) error {
 	secs := int(wait.Round(time.Second) / time.Second)
 	return &apiError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: max(secs, 1),

@@ -128,6 +128,9 @@ type envOptions struct {
 	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
 	shedSample     time.Duration // tasks.Config.ShedSampleEvery
 	recordWithin   time.Duration // tasks.Config.RecordWithin
+	catalog        string        // replaces testCatalog
+	metricsToken   string        // server.Deps.MetricsToken
+	metricsApart   bool          // server.Deps.MetricsElsewhere
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -174,7 +177,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 		// its own (shed_test.go).
 		o.maxAdmitting = -1
 	}
-	cat, err := catalog.Parse([]byte(testCatalog), testEnvVars)
+	if o.catalog == "" {
+		o.catalog = testCatalog
+	}
+	cat, err := catalog.Parse([]byte(o.catalog), testEnvVars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +243,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Pool:   pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
+		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

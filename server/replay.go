@@ -105,8 +105,8 @@ func deleteReplay(d *Deps) echo.HandlerFunc {
 }
 
 // rerunTask: POST /v1/tasks/{id}/rerun. A NEW task repeating the request,
-// charged to the owner's budget and linked to the original; disabled
-// unless TOLLGATE_ALLOW_RERUN=on.
+// charged to the owner's budget and the caller's workload (its cap holds)
+// and linked to the original; disabled unless TOLLGATE_ALLOW_RERUN=on.
 func rerunTask(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !d.AllowRerun {
@@ -122,7 +122,8 @@ func rerunTask(d *Deps) echo.HandlerFunc {
 		if p.Role == accounts.RoleAdmin {
 			owner = ""
 		}
-		created, err := d.Tasks.Rerun(c.Request().Context(), owner, c.Param("id"), key, traceIDOf(c))
+		created, err := d.Tasks.Rerun(c.Request().Context(), tasks.RerunParams{
+			Owner: owner, Workload: p.Workload, TaskID: c.Param("id"), Key: key, TraceID: traceIDOf(c)})
 		if errors.Is(err, tasks.ErrErased) {
 			return &apiError{status: http.StatusGone, code: "gone", detail: "The original request was erased; it cannot be rerun."}
 		}

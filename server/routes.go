@@ -1,19 +1,16 @@
 package server
 
 import (
-	"time"
-
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // registerRoutes registers the whole API surface. Keep it in step with openapi.yaml.
 func registerRoutes(e *echo.Echo, d *Deps) {
 	e.GET("/healthz", healthz)
 	e.GET("/readyz", readyz(d))
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
+	e.GET("/metrics", metricsEndpoint(d))
 
-	v1 := e.Group("/v1", authenticate(d.Accounts, newAuthLimiter(d.AuthFailures, time.Minute, time.Now)))
+	v1 := e.Group("/v1", authenticate(d.Accounts, d.authLimit))
 	v1.POST("/tasks", createTask(d))
 	v1.POST("/chat/completions", chatCompletions(d))
 	v1.POST("/routes/:name", callRoute(d))

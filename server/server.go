@@ -50,6 +50,18 @@ type Deps struct {
 	SecureCookies bool
 	// Metrics is served at /metrics; nil serves an empty registry.
 	Metrics *metrics.Metrics
+	// MetricsToken, when set, is the bearer token GET /metrics requires
+	// (TOLLGATE_METRICS_TOKEN); an admin API key is accepted too. Unset,
+	// and without MetricsElsewhere, /metrics needs no key.
+	MetricsToken string
+	// MetricsElsewhere: the metrics have a listener of their own
+	// (TOLLGATE_METRICS_ADDR, see MetricsHandler), so /metrics here
+	// answers only an admin API key or MetricsToken.
+	MetricsElsewhere bool
+
+	// authLimit counts failed authentications per address, for the API
+	// and the console's sign-in alike.
+	authLimit *authLimiter
 }
 
 // New returns the HTTP handler with every route registered.
@@ -78,6 +90,7 @@ func New(d Deps) *echo.Echo {
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()
 	}
+	d.authLimit = newAuthLimiter(d.AuthFailures, time.Minute, time.Now)
 	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
 	registerRoutes(e, &d)
 	mountConsole(e, &d)
@@ -90,6 +103,7 @@ func New(d Deps) *echo.Echo {
 func mountConsole(e *echo.Echo, d *Deps) {
 	con := console.New(console.Config{
 		API: e, SecureCookies: d.SecureCookies, AlertThresholds: budget.DefaultThresholds, Logger: d.Logger,
+		Limiter: d.authLimit,
 		Auth: func(ctx context.Context, key string) (console.Principal, error) {
 			p, err := d.Accounts.Authenticate(ctx, key)
 			if errors.Is(err, accounts.ErrUnauthenticated) {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/csv"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/csvsafe"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -131,7 +131,8 @@ var usageCSVHeader = []string{"settled_at", "task_id", "owner_id", "workload", "
 
 // getUsageCSV: GET /v1/usage.csv. Every settled row of the window, streamed
 // from the database as it is written, so millions of rows never sit in
-// memory. Money is integer micros plus a formatted decimal column.
+// memory. Money is integer micros plus a formatted decimal column. Text
+// cells that a spreadsheet would run as a formula are quoted (csvsafe).
 func getUsageCSV(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		f, err := usageFilter(c)
@@ -142,7 +143,9 @@ func getUsageCSV(d *Deps) echo.HandlerFunc {
 		res := c.Response()
 		res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
 		res.Header().Set("Content-Disposition", `attachment; filename="usage.csv"`)
-		w := csv.NewWriter(res)
+		// Workloads and model names are client-chosen: no cell may open
+		// as a formula in finance's spreadsheet.
+		w := csvsafe.NewWriter(res)
 		started := false
 		n := 0
 		err = d.Budgets.StreamUsage(c.Request().Context(), f, func(r budget.UsageRow) error {

@@ -853,17 +853,35 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 	return s.Get(ctx, owner, id)
 }
 
+// RerunParams names the finished task to repeat and who asks for it.
+type RerunParams struct {
+	// Owner is the caller's owner; "" lets an admin rerun any owner's task.
+	Owner string
+	// Workload is the caller's workload ("" for none): the rerun is the
+	// caller's spending, charged to it and held to its cap like any task
+	// the caller submits, whichever workload ran the original. An admin's
+	// rerun (Owner "") is charged to the original's workload instead.
+	Workload string
+	TaskID   string
+	Key      string // the caller's Idempotency-Key
+	TraceID  string
+}
+
 // Rerun creates a NEW task that repeats a finished one's request: a new
 // idempotency key derived from the old task and the caller's key, charged
-// to the owner's budget like any task, linked by rerun_of. The original
-// task and its record are never touched. owner "" lets an admin rerun any
-// owner's task (still charged to that owner). It returns ErrNotFound,
-// ErrNotFinished, or ErrErased when the request body is gone.
-func (s *Service) Rerun(ctx context.Context, owner, id, key, traceID string) (Created, error) {
+// to the owner's budget and the caller's workload like any task (see
+// RerunParams), linked by rerun_of. The original task and its record are
+// never touched. It returns ErrNotFound, ErrNotFinished, ErrErased when
+// the request body is gone, or what Create returns (a budget refusal
+// among them).
+func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
+	owner, id, key, traceID := p.Owner, p.TaskID, p.Key, p.TraceID
 	var t Task
 	var err error
+	workload := p.Workload
 	if owner == "" {
 		t, err = s.GetAny(ctx, id)
+		workload = t.Workload
 	} else {
 		t, err = s.Get(ctx, owner, id)
 	}
@@ -884,7 +902,7 @@ func (s *Service) Rerun(ctx context.Context, owner, id, key, traceID string) (Cr
 	if !ValidIdempotencyKey(key) || !ValidIdempotencyKey(derived) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-200 printable ASCII characters for a rerun"}}}
 	}
-	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: t.Workload, IdempotencyKey: derived,
+	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: workload, IdempotencyKey: derived,
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
 }
 

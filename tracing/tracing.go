@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path"
 
@@ -14,6 +15,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/internal/logsafe"
 )
 
 // instrumentation names Tollgate's tracer, its instrumentation scope.
@@ -77,7 +80,7 @@ func Setup(ctx context.Context, getenv func(string) string, serviceName, version
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if endpoint := Endpoint(getenv); endpoint != "" {
 		if u, err := url.Parse(endpoint); err != nil || u.Scheme == "" || u.Host == "" {
-			return nil, fmt.Errorf("tracing: OTLP endpoint %q is not an absolute URL such as http://collector:4318", endpoint)
+			return nil, fmt.Errorf("tracing: OTLP endpoint %q is not an absolute URL such as http://collector:4318", logsafe.URL(endpoint))
 		}
 		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
 		if err != nil {
@@ -89,4 +92,13 @@ func Setup(ctx context.Context, getenv func(string) string, serviceName, version
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	return tp.Shutdown, nil
+}
+
+// LogErrors sends the OpenTelemetry SDK's own errors (a failed export, most
+// often) to log as warnings, their text through logsafe: the SDK's default
+// prints them to stderr whole, and an export error quotes the endpoint URL.
+func LogErrors(log *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: the OpenTelemetry SDK failed", logsafe.ErrorAttr(err))
+	}))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/internal/logsafe"
 )
 
 // providersForLog lists provider keys without their credentials.
@@ -19,7 +20,7 @@ func providersForLog(c *catalog.Catalog) []string {
 	}
 	var out []string
 	for _, p := range c.Providers {
-		out = append(out, fmt.Sprintf("%s(%s, %s, key set: %v)", p.Key, p.Kind, redactURL(p.BaseURL), p.APIKey != ""))
+		out = append(out, fmt.Sprintf("%s(%s, %s, key set: %v)", p.Key, p.Kind, logsafe.URL(p.BaseURL), p.APIKey != ""))
 	}
 	return out
 }
@@ -48,6 +49,8 @@ type config struct {
 	PricesSpec       string
 	ConfigFile       string
 	Catalog          *catalog.Catalog
+	MetricsAddr      string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
+	MetricsToken     string // TOLLGATE_METRICS_TOKEN: the bearer token /metrics requires
 }
 
 const (
@@ -67,6 +70,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		ModelAPIKey:  getenv("MODEL_API_KEY"),
 		ModelName:    orDefault(getenv("MODEL_NAME"), defaultModel),
 		PricesSpec:   orDefault(getenv("TOLLGATE_PRICES"), defaultPrices),
+		MetricsAddr:  getenv("TOLLGATE_METRICS_ADDR"),
+		MetricsToken: getenv("TOLLGATE_METRICS_TOKEN"),
 	}
 	var err error
 	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000)
@@ -139,13 +144,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return c, nil
 }
 
-// logValue is the config as it may be logged: no password, no API key.
+// logValue is the config as it may be logged: no API key, and every URL
+// through logsafe.URL (no user info, query value or DSN password).
 func (c config) logValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("database_url", redactURL(c.DatabaseURL)),
+		slog.String("database_url", logsafe.URL(c.DatabaseURL)),
 		slog.String("addr", c.Addr),
+		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("metrics_token_set", c.MetricsToken != ""),
 		slog.Bool("migrate", c.Migrate),
-		slog.String("model_base_url", redactURL(c.ModelBaseURL)),
+		slog.String("model_base_url", logsafe.URL(c.ModelBaseURL)),
 		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
 		slog.String("model_name", c.ModelName),
 		slog.Int64("request_timeout_ms", c.RequestTimeout.Milliseconds()),
@@ -160,17 +168,6 @@ func (c config) logValue() slog.Value {
 		slog.String("prices", c.PricesSpec),
 		slog.Any("providers", providersForLog(c.Catalog)),
 	)
-}
-
-func redactURL(s string) string {
-	if s == "" {
-		return ""
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparseable)"
-	}
-	return u.Redacted()
 }
 
 // orNone turns a bound of zero, "none" in the environment, into the -1 that

@@ -19,13 +19,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tollgate/tollgate/internal/logsafe"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "tollgate:", err)
+		// Errors can quote DATABASE_URL or another URL (url.Parse does).
+		fmt.Fprintln(os.Stderr, "tollgate:", logsafe.Error(err))
 		os.Exit(1)
 	}
 }

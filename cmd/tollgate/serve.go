@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/logsafe"
 	"github.com/tollgate/tollgate/internal/pgstats"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/migrations"
@@ -67,13 +68,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
+	tracing.LogErrors(log)
 	// Deferred first, so it runs last: the spans of the final requests and
 	// tasks are flushed once the server and the workers have stopped.
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := shutdownTracing(tctx); err != nil {
-			log.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
+			log.Warn("tracing: spans not flushed at shutdown", logsafe.ErrorAttr(err))
 		}
 	}()
 	log.Info("tracing", slog.Bool("otlp_export", tracing.Endpoint(getenv) != ""))
@@ -149,7 +151,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		Pool: pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
+		MetricsToken: cfg.MetricsToken, MetricsElsewhere: cfg.MetricsAddr != "",
 	})
+	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
+		log.Warn("GET /metrics needs no key and names owners with their budget use: keep it off public networks, or set TOLLGATE_METRICS_TOKEN or TOLLGATE_METRICS_ADDR")
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -171,6 +177,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	// the table is analyzed; a fresh database gets its first ANALYZE
 	// within seconds of holding data, not at autovacuum's first pass.
 	go pgstats.Run(workCtx, pool, 5*time.Second, pgstats.DefaultMinBytes, log)
+	if cfg.MetricsAddr != "" {
+		if err := startMetrics(workCtx, cfg.MetricsAddr, server.MetricsHandler(m.Registry, cfg.MetricsToken), log); err != nil {
+			return err
+		}
+	}
 	if addr := getenv("TOLLGATE_PPROF_ADDR"); addr != "" {
 		if err := startPprof(workCtx, addr, log); err != nil {
 			return err
@@ -221,6 +232,25 @@ func startPprof(ctx context.Context, addr string, log *slog.Logger) error {
 		_ = srv.Close()
 	}()
 	log.Info("pprof listening", slog.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// startMetrics serves GET /metrics on its own listener
+// (TOLLGATE_METRICS_ADDR), for a scraper on a private network: the API's
+// address then answers /metrics to admin keys and the token only.
+func startMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("TOLLGATE_METRICS_ADDR: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("metrics listening", slog.String("addr", ln.Addr().String()))
 	return nil
 }
 
