@@ -102,3 +102,85 @@ func mustQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestEveryClientFieldFollowsThePrivacyTable plants a canary in every field
+// of the privacy table (redact.Fields) that a client or a provider fills:
+// metadata keys and numbers, the Idempotency-Key, X-Reason, a top-up note,
+// a route's user and the provider's error code. None may appear in clear in
+// a pg_dump of the database, the logs, /metrics or usage.csv.
+func TestEveryClientFieldFollowsThePrivacyTable(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs, maxAttempts: 1})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	support := e.owner("helpdesk", accounts.RoleSupport, 0)
+	admin := e.owner("ops", accounts.RoleAdmin, 0)
+	canary := map[string]string{
+		"metadata key (address)": "jane.canary@example.com",
+		"metadata key (secret)":  "sk-proj-CANARYmetaKEY0123456789abcdefghij",
+		"metadata number (card)": "4012888888881881",
+		"idempotency key":        "idem-CANARY-4711-zq",
+		"X-Reason":               "canary.reason@example.com",
+		"top-up note":            "canary.note@example.com",
+		"route user":             "route-user-CANARY-9931",
+		"provider error code":    "sk-proj-canarycode0123456789abcdefghij",
+	}
+
+	e.fake.Script(openaiAnswer("done"),
+		fake.Scripted{Status: 400, Body: `{"error":{"message":"bad","type":"invalid_request_error","code":"` + canary["provider error code"] + `"}}`},
+		openaiAnswer(`{"reply":"ok"}`))
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}],"metadata":{` +
+		mustQuote(canary["metadata key (address)"]) + `:"x",` + mustQuote(canary["metadata key (secret)"]) + `:1,"card":` + canary["metadata number (card)"] + `}}`)
+	r := e.post(key, canary["idempotency key"], body, map[string]string{"Prefer": "wait=30"})
+	first := e.waitFinished(key, r.task(t).ID)
+	if first.Status != tasks.StatusSucceeded {
+		t.Fatalf("first task = %s %+v", first.Status, first.Error)
+	}
+	// A retry under the same key still finds the task through its digest.
+	if again := e.post(key, canary["idempotency key"], body, nil); again.task(t).ID != first.ID {
+		t.Errorf("retry under the same key made another task: %s", again.body)
+	}
+	failed := e.waitFinished(key, e.post(key, "privacy-code", []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`),
+		map[string]string{"Prefer": "wait=30"}).task(t).ID)
+	if failed.Status != tasks.StatusFailed {
+		t.Fatalf("second task = %s, want failed", failed.Status)
+	}
+	b, _ := json.Marshal(map[string]any{"input": map[string]any{"message": "hi"}, "user": canary["route user"]})
+	if rc := e.do(http.MethodPost, "/v1/routes/draft-reply", key, b, map[string]string{"Idempotency-Key": "privacy-route"}); rc.status != http.StatusOK {
+		t.Fatalf("route call: %d %s", rc.status, rc.body)
+	}
+	rep := e.do(http.MethodGet, "/v1/tasks/"+first.ID+"/replay", support, nil, map[string]string{"X-Reason": "ticket for " + canary["X-Reason"]})
+	if rep.status != http.StatusOK {
+		t.Fatalf("support read: %d %s", rep.status, rep.body)
+	}
+	if tp := e.do(http.MethodPost, "/v1/budgets/acme/topups", admin, []byte(`{"amount_micros": 700, "note": "refund to `+canary["top-up note"]+`"}`), nil); tp.status != http.StatusCreated {
+		t.Fatalf("topup: %d %s", tp.status, tp.body)
+	}
+	// Support still finds the task by the exact key it was given.
+	if s := e.do(http.MethodGet, "/v1/replays?q="+canary["idempotency key"], support, nil, nil); !strings.Contains(string(s.body), first.ID) {
+		t.Errorf("search by the idempotency key: %d %s, want task %s", s.status, s.body, first.ID)
+	}
+
+	dump, err := exec.Command("pg_dump", "--data-only", e.dbURL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, dump)
+	}
+	if !strings.Contains(string(dump), failed.ID) || !strings.Contains(string(dump), "ticket for ") {
+		t.Fatal("the dump lacks the task or the audit row: the scan would prove nothing")
+	}
+	places := map[string]string{
+		"database dump":  string(dump),
+		"logs":           logs.String(),
+		"replay record":  string(rep.body),
+		"/metrics":       string(e.do(http.MethodGet, "/metrics", admin, nil, nil).body),
+		"usage.csv":      string(e.do(http.MethodGet, "/v1/usage.csv", key, nil, nil).body),
+		"support search": string(e.do(http.MethodGet, "/v1/replays?owner=acme", support, nil, nil).body),
+	}
+	for field, c := range canary {
+		for place, text := range places {
+			if strings.Contains(text, c) || strings.Contains(text, strings.ToLower(c)) {
+				t.Errorf("%s %q found in clear in the %s", field, c, place)
+			}
+		}
+	}
+}

@@ -394,6 +394,8 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if !ValidIdempotencyKey(key) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
 	}
+	// The key is stored, looked up and logged only as its keyed digest.
+	key = s.StoredKey(key)
 	hash := req.Hash()
 	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
 	if errors.Is(err, catalog.ErrUnknownModel) {
@@ -401,6 +403,11 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	}
 	if err != nil {
 		return Created{}, err
+	}
+	if !priced && s.Fields().Changes(m.Name) {
+		// A pass-through name is sent to the provider and stored, logged
+		// and exported as given, so it may not carry what redaction removes.
+		return Created{}, &ValidationError{Fields: []FieldError{{"model", "must not contain personal data or a credential"}}}
 	}
 	model := m.Name
 	rawJSON, err := json.Marshal(req)
@@ -873,10 +880,21 @@ func (s *Service) Rerun(ctx context.Context, owner, id, key, traceID string) (Cr
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
 }
 
+// Fields applies the privacy table (redact.Fields) to the short fields
+// other packages store: X-Reason, top-up notes, route users.
+func (s *Service) Fields() redact.Stored { return redact.NewStored(s.cfg.Redactor, s.digestKey) }
+
+// StoredKey is an idempotency key as tasks.idempotency_key holds it: its
+// keyed digest, so support finds a task by the exact key and a dump shows
+// none. It never fails.
+func (s *Service) StoredKey(key string) string {
+	return s.Fields().Apply(redact.FieldIdempotencyKey, key)
+}
+
 // Exists reports whether the owner has a task under the idempotency key.
 func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, key).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, s.StoredKey(key)).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("tasks: exists: %w", err)
 	}
