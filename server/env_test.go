@@ -127,6 +127,7 @@ type envOptions struct {
 	shedAfter      time.Duration // tasks.Config.ShedAdmittingAfter
 	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
 	shedSample     time.Duration // tasks.Config.ShedSampleEvery
+	passThrough    bool          // catalog pass_through: unknown model names go to the first provider
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -177,6 +178,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cat.PassThrough = o.passThrough
 	clients, err := cat.Clients(fakeSrv.Client(), fakeSrv.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -176,11 +177,54 @@ func TestEveryClientFieldFollowsThePrivacyTable(t *testing.T) {
 		"usage.csv":      string(e.do(http.MethodGet, "/v1/usage.csv", key, nil, nil).body),
 		"support search": string(e.do(http.MethodGet, "/v1/replays?owner=acme", support, nil, nil).body),
 	}
+	// Erasure removes what it promises: the request with its metadata, the
+	// sealed copies, the response texts; the key stays only as its digest.
+	if r := e.do(http.MethodDelete, "/v1/tasks/"+first.ID+"/replay", key, nil, nil); r.status != http.StatusOK {
+		t.Fatalf("erase: %d %s", r.status, r.body)
+	}
+	for _, c := range []struct {
+		what string
+		sql  string
+		want int64
+	}{
+		{"bodies left after erasure", `SELECT count(*) FROM tasks WHERE id = $1::uuid AND (request ? 'metadata' OR payload IS NOT NULL OR output_sealed IS NOT NULL)`, 0},
+		{"replay texts or metadata left after erasure", `SELECT count(*) FROM replay_records WHERE task_id = $1::uuid AND (response->>'content' <> '' OR parameters::text LIKE '%card%')`, 0},
+		{"task under the key's digest", `SELECT count(*) FROM tasks WHERE id = $1::uuid AND idempotency_key = '` + e.tasks.StoredKey(canary["idempotency key"]) + `'`, 1},
+	} {
+		if got := e.scalar(c.sql, first.ID); got != c.want {
+			t.Errorf("%s: %d, want %d", c.what, got, c.want)
+		}
+	}
 	for field, c := range canary {
 		for place, text := range places {
 			if strings.Contains(text, c) || strings.Contains(text, strings.ToLower(c)) {
 				t.Errorf("%s %q found in clear in the %s", field, c, place)
 			}
 		}
+	}
+}
+
+// TestPassThroughModelNameCarryingSecretsIsRefused: a pass-through model
+// name is sent to the provider and stored, logged and exported as given, so
+// one that redaction would change is a 400 naming model, and nothing is
+// written.
+func TestPassThroughModelNameCarryingSecretsIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{passThrough: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	for i, model := range []string{"ft:sk-proj-CANARYmodel0123456789abcdefghij", "jane.model@example.com"} {
+		body := []byte(`{"model":` + mustQuote(model) + `,"messages":[{"role":"user","content":"hi"}]}`)
+		r := e.post(key, fmt.Sprintf("model-%d", i), body, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "model") {
+			t.Errorf("model %q: %d %s, want 400 naming model", model, r.status, r.body)
+		}
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 0 {
+		t.Errorf("%d tasks written, want none", n)
+	}
+	// A plain pass-through name is still admitted.
+	e.fake.Script(openaiAnswer("ok"))
+	if r := e.post(key, "model-plain", []byte(`{"model":"some-open-model","messages":[{"role":"user","content":"hi"}]}`), nil); r.status >= 300 {
+		t.Errorf("plain pass-through model: %d %s", r.status, r.body)
 	}
 }
