@@ -48,7 +48,7 @@ func TestStoredApply(t *testing.T) {
 			t.Errorf("Apply(%s, %q) = %q, want %q", c.f, c.in, got, c.want)
 		}
 	}
-	if !s.Changes("model-" + fake("sk-proj-", 40, 1)) || s.Changes("gpt-4o-mini") {
+	if !s.Changes("model-"+fake("sk-proj-", 40, 1)) || s.Changes("gpt-4o-mini") {
 		t.Error("Changes: want true for a key, false for a model name")
 	}
 }
