@@ -228,3 +228,25 @@ func TestPassThroughModelNameCarryingSecretsIsRefused(t *testing.T) {
 		t.Errorf("plain pass-through model: %d %s", r.status, r.body)
 	}
 }
+
+// TestKeyStoredInClearBeforeDigestsIsStillFound: a task admitted before
+// idempotency keys were digested holds its key as sent; a retry under it
+// must find that task, not call the provider again.
+func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(openaiAnswer("once"))
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`)
+	first := e.waitFinished(key, e.post(key, "legacy-1", body, map[string]string{"Prefer": "wait=30"}).task(t).ID)
+	if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET idempotency_key = 'legacy-1' WHERE id = $1::uuid`, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := e.post(key, "legacy-1", body, nil)
+	if got := again.task(t).ID; got != first.ID || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry under a key stored in clear: task %s (replayed %q), want %s replayed", got, again.header.Get("Idempotent-Replayed"), first.ID)
+	}
+	if n := len(e.fake.Calls()); n != 1 {
+		t.Errorf("%d provider calls, want 1", n)
+	}
+}

@@ -394,7 +394,9 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if !ValidIdempotencyKey(key) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
 	}
-	// The key is stored, looked up and logged only as its keyed digest.
+	// The key is stored, looked up and logged only as its keyed digest;
+	// the key as sent is only for finding a task stored before keys were digested.
+	sent := key
 	key = s.StoredKey(key)
 	hash := req.Hash()
 	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
@@ -432,7 +434,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if !sub.Inline && s.mayRunOnArrival() {
 		gateRead = &gate
 	}
-	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash, m.Provider, gateRead)
+	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, m.Provider, gateRead)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
@@ -504,7 +506,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		}
 	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, key, hash, "", nil)
+		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, "", nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -546,7 +548,9 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under key, if any, with whether its request hash is hash;
 // and, with gate non-nil, the gate of providerKey.
-func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte, providerKey string, gate *circuit.Mode) (policy string, t *Task, hashOK bool, err error) {
+// keys are the idempotency key as stored and as the client sent it: a task
+// admitted before keys were digested holds the latter.
+func (s *Service) lookup(ctx context.Context, owner string, keys []string, hash []byte, providerKey string, gate *circuit.Mode) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
 	if gate != nil {
 		circuit.QueuePeek(b, providerKey, gate)
@@ -554,8 +558,9 @@ func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte, pr
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&policy)
 	})
-	b.Queue(`SELECT `+answerColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
-		owner, key, hash).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+answerColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
+		ORDER BY created_at LIMIT 1`,
+		owner, keys, hash).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &hashOK) })
 		if len(list) == 1 {
 			t = &list[0]
