@@ -300,7 +300,7 @@ type knownMatch struct {
 // length of text times the number of known values, however many
 // occurrences there are.
 func (s *Session) findKnown(text string) []knownMatch {
-	if len(s.known) == 0 {
+	if len(s.known) == 0 || len(text) < minKnown {
 		return nil
 	}
 	s.steps += len(text) * len(s.known)
