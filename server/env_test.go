@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/internal/logbuf"
 	"github.com/tollgate/tollgate/internal/testclock"
+	"github.com/tollgate/tollgate/redact"
 	"io"
 	"log/slog"
 	"net/http"
@@ -128,6 +129,7 @@ type envOptions struct {
 	shedQueueWait  time.Duration // tasks.Config.ShedQueueWait
 	shedSample     time.Duration // tasks.Config.ShedSampleEvery
 	passThrough    bool          // catalog pass_through: unknown model names go to the first provider
+	redactor       *redact.Redactor
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -197,6 +199,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Alerter:            alerter,
 		Logger:             log,
 		Sealer:             testSealer(t),
+		Redactor:           o.redactor,
 		Catalog:            cat,
 		Clients:            clients,
 		RequestTimeout:     o.requestTimeout,

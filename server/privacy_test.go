@@ -3,9 +3,12 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate/tollgate/redact"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tollgate/tollgate/accounts"
@@ -248,5 +251,40 @@ func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
 	}
 	if n := len(e.fake.Calls()); n != 1 {
 		t.Errorf("%d provider calls, want 1", n)
+	}
+}
+
+// TestBrokeOwnerIsRefusedBeforeRedaction: an owner whose budget cannot
+// cover the reservation at all is refused before the request is redacted
+// (a probe rule counts what redaction looks at), as the reservation would
+// refuse it, and nothing is written.
+func TestBrokeOwnerIsRefusedBeforeRedaction(t *testing.T) {
+	t.Parallel()
+	var probed atomic.Int64
+	r, err := redact.New(redact.Rule{Name: "probe", Pattern: regexp.MustCompile(`PROBE`), Validate: func(string) bool {
+		probed.Add(1)
+		return true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{redactor: r})
+	broke := e.owner("broke", accounts.RoleClient, 1)
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"PROBE ` + strings.Repeat("1234 5678 ", 1000) + `"}]}`)
+	resp := e.post(broke, "broke-1", body, nil)
+	if resp.status != http.StatusPaymentRequired || resp.problemCode(t) != "budget_exceeded" {
+		t.Fatalf("broke owner: %d %s, want 402 budget_exceeded", resp.status, resp.body)
+	}
+	if n := probed.Load(); n != 0 {
+		t.Errorf("the refused request was redacted (%d probe matches)", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 0 {
+		t.Errorf("%d tasks written, want none", n)
+	}
+	// The probe does see a request that is admitted.
+	rich := e.owner("rich", accounts.RoleClient, 1_000_000)
+	e.fake.Script(openaiAnswer("ok"))
+	if resp := e.post(rich, "rich-1", body, nil); resp.status >= 300 || probed.Load() == 0 {
+		t.Errorf("admitted request: %d %s, %d probe matches; want admitted and redacted", resp.status, resp.body, probed.Load())
 	}
 }

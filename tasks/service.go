@@ -434,12 +434,22 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if !sub.Inline && s.mayRunOnArrival() {
 		gateRead = &gate
 	}
-	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, m.Provider, gateRead)
+	// The same round trip reads whether the owner's budget has no room
+	// for the reservation at all: such a request is refused before it is
+	// redacted and sealed, which costs most for the largest requests.
+	var broke bool
+	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, m.Provider, gateRead, func(b *pgx.Batch) {
+		budget.QueueNoHeadroom(b, owner, s.cfg.Now(), amount, &broke)
+	})
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
 	if existing != nil {
 		return s.replayed(*existing, hashOK)
+	}
+	if broke {
+		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
+		return Created{}, budget.ErrInsufficient
 	}
 	admitted, err := s.shed.admit()
 	if err != nil {
@@ -506,7 +516,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		}
 	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, "", nil)
+		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, "", nil, nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -550,8 +560,12 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // and, with gate non-nil, the gate of providerKey.
 // keys are the idempotency key as stored and as the client sent it: a task
 // admitted before keys were digested holds the latter.
-func (s *Service) lookup(ctx context.Context, owner string, keys []string, hash []byte, providerKey string, gate *circuit.Mode) (policy string, t *Task, hashOK bool, err error) {
+// also, when not nil, queues further reads on the same round trip.
+func (s *Service) lookup(ctx context.Context, owner string, keys []string, hash []byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
+	if also != nil {
+		also(b)
+	}
 	if gate != nil {
 		circuit.QueuePeek(b, providerKey, gate)
 	}
