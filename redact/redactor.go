@@ -146,6 +146,7 @@ type Session struct {
 	fresh    []string          // values that became known in the current Text call
 	repl     []replacement     // of the current pass, in order
 	steps    int               // bytes read by rules and searches, for tests of linearity
+	cursors  []knownCursor     // findKnown's, reused
 }
 
 type replacement struct {
@@ -288,6 +289,12 @@ func (s *Session) issue(r *rule, match string) string {
 	return p
 }
 
+// knownCursor follows one known value through a text.
+type knownCursor struct {
+	value, placeholder string
+	next               int // start of the value's next occurrence at or after the scan, or -1
+}
+
 // knownMatch is an occurrence of a value already replaced in this record.
 type knownMatch struct {
 	span
@@ -304,16 +311,13 @@ func (s *Session) findKnown(text string) []knownMatch {
 		return nil
 	}
 	s.steps += len(text) * len(s.known)
-	type cursor struct {
-		value, placeholder string
-		next               int // start of the value's next occurrence at or after the scan, or -1
-	}
-	cs := make([]cursor, 0, len(s.known))
+	cs := s.cursors[:0]
 	for v, p := range s.known {
 		if i := strings.Index(text, v); i >= 0 {
-			cs = append(cs, cursor{v, p, i})
+			cs = append(cs, knownCursor{v, p, i})
 		}
 	}
+	s.cursors = cs
 	var out []knownMatch
 	for pos := 0; ; {
 		best := -1
