@@ -37,6 +37,7 @@ const (
 	FieldReason         Field = "X-Reason"
 	FieldTopupNote      Field = "top-up note"
 	FieldRouteUser      Field = "route user"
+	FieldRequestHash    Field = "the request as a whole (for the same-key check)"
 )
 
 // Fields is the table: each field's treatment. README.md's "Privacy:
@@ -51,6 +52,7 @@ var Fields = map[Field]Treatment{
 	FieldReason:         RedactText,
 	FieldTopupNote:      RedactText,
 	FieldRouteUser:      Hash,
+	FieldRequestHash:    Hash,
 }
 
 // Stored applies the table to the short fields: one value, redacted in a

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
 	"net/http"
 	"os/exec"
@@ -232,9 +233,10 @@ func TestPassThroughModelNameCarryingSecretsIsRefused(t *testing.T) {
 	}
 }
 
-// TestKeyStoredInClearBeforeDigestsIsStillFound: a task admitted before
-// idempotency keys were digested holds its key as sent; a retry under it
-// must find that task, not call the provider again.
+// TestKeyStoredInClearBeforeDigestsIsStillFound: the request hash is
+// stored keyed; a task admitted before idempotency keys and request hashes
+// were keyed holds them plain, and a retry must still find that task, not
+// call the provider again.
 func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -242,7 +244,11 @@ func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
 	e.fake.Script(openaiAnswer("once"))
 	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`)
 	first := e.waitFinished(key, e.post(key, "legacy-1", body, map[string]string{"Prefer": "wait=30"}).task(t).ID)
-	if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET idempotency_key = 'legacy-1' WHERE id = $1::uuid`, first.ID); err != nil {
+	plain := tasks.Request{Model: "test-model", Messages: []provider.Message{{Role: "user", Content: "hi"}}}.Hash()
+	if n := e.scalar(`SELECT count(*) FROM tasks WHERE request_hash = $1`, plain); n != 0 {
+		t.Errorf("the request's plain hash is stored: a dump could confirm a guessed request")
+	}
+	if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET idempotency_key = 'legacy-1', request_hash = $2 WHERE id = $1::uuid`, first.ID, plain); err != nil {
 		t.Fatal(err)
 	}
 	again := e.post(key, "legacy-1", body, nil)

@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -398,7 +399,10 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// the key as sent is only for finding a task stored before keys were digested.
 	sent := key
 	key = s.StoredKey(key)
-	hash := req.Hash()
+	// The request's hash is stored keyed too, so a dump cannot confirm a
+	// guessed request; plain only finds tasks stored before it was keyed.
+	plain := req.Hash()
+	hash := s.keyedHash(plain)
 	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
 	if errors.Is(err, catalog.ErrUnknownModel) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"model", "is not a model this service offers"}}}
@@ -438,7 +442,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// for the reservation at all: such a request is refused before it is
 	// redacted and sealed, which costs most for the largest requests.
 	var broke bool
-	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, m.Provider, gateRead, func(b *pgx.Batch) {
+	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, m.Provider, gateRead, func(b *pgx.Batch) {
 		budget.QueueNoHeadroom(b, owner, s.cfg.Now(), amount, &broke)
 	})
 	if err != nil {
@@ -516,7 +520,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		}
 	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, hash, "", nil, nil)
+		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, "", nil, nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -558,10 +562,11 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under key, if any, with whether its request hash is hash;
 // and, with gate non-nil, the gate of providerKey.
-// keys are the idempotency key as stored and as the client sent it: a task
-// admitted before keys were digested holds the latter.
+// keys are the idempotency key as stored and as the client sent it, hashes
+// the request's hash keyed and plain: a task admitted before keys and
+// hashes were keyed holds the latter.
 // also, when not nil, queues further reads on the same round trip.
-func (s *Service) lookup(ctx context.Context, owner string, keys []string, hash []byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
+func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashes [][]byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
 	if also != nil {
 		also(b)
@@ -572,9 +577,9 @@ func (s *Service) lookup(ctx context.Context, owner string, keys []string, hash 
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&policy)
 	})
-	b.Queue(`SELECT `+answerColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
+	b.Queue(`SELECT `+answerColumns+`, request_hash = ANY($3) FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
 		ORDER BY created_at LIMIT 1`,
-		owner, keys, hash).Query(func(rows pgx.Rows) error {
+		owner, keys, hashes).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &hashOK) })
 		if len(list) == 1 {
 			t = &list[0]
@@ -908,6 +913,14 @@ func (s *Service) Fields() redact.Stored { return redact.NewStored(s.cfg.Redacto
 // none. It never fails.
 func (s *Service) StoredKey(key string) string {
 	return s.Fields().Apply(redact.FieldIdempotencyKey, key)
+}
+
+// keyedHash is a request hash as tasks.request_hash holds it: HMAC-SHA256
+// of the plain hash under the digest key.
+func (s *Service) keyedHash(plain []byte) []byte {
+	m := hmac.New(sha256.New, s.digestKey)
+	m.Write(plain)
+	return m.Sum(nil)
 }
 
 // Exists reports whether the owner has a task under the idempotency key.
