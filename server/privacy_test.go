@@ -258,6 +258,10 @@ func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
 	if n := len(e.fake.Calls()); n != 1 {
 		t.Errorf("%d provider calls, want 1", n)
 	}
+	support := e.owner("helpdesk", accounts.RoleSupport, 0)
+	if s := e.do(http.MethodGet, "/v1/replays?q=legacy-1", support, nil, nil); !strings.Contains(string(s.body), first.ID) {
+		t.Errorf("support search by a key stored in clear: %d %s, want task %s", s.status, s.body, first.ID)
+	}
 }
 
 // TestBrokeOwnerIsRefusedBeforeRedaction: an owner whose budget cannot

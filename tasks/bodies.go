@@ -271,7 +271,9 @@ func searchSQL(f SearchFilter, key string, after cursor, limit int) sqlBuilder {
 	if uuid.Validate(f.Query) == nil {
 		arms = append(arms, "SELECT id FROM tasks WHERE "+cond+" AND id = "+b.arg(f.Query)+"::uuid")
 	}
-	owners := "SELECT o.id, " + b.arg(key) + "::text FROM owners o"
+	// The key as stored, and as given for tasks stored before keys were
+	// digested.
+	owners := "SELECT o.id, k FROM owners o, unnest(ARRAY[" + b.arg(key) + "::text, " + qa + "]) k"
 	if f.OwnerID != "" {
 		owners += " WHERE o.id = " + b.arg(f.OwnerID)
 	}
