@@ -156,3 +156,21 @@ func BenchmarkTextNearMisses(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTextScale redacts 4 KiB to 1 MiB of prose, numbers, values to
+// replace and near-misses: MB/s must stay flat as the size grows
+// (TestLinearWork checks the same without timing).
+func BenchmarkTextScale(b *testing.B) {
+	r := newRedactor(b)
+	for _, kind := range scaleKinds {
+		for _, size := range []int{4 << 10, 256 << 10, 1 << 20} {
+			in := scaleInput(kind, size)
+			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					r.Record().Text(in)
+				}
+			})
+		}
+	}
+}

@@ -8,7 +8,8 @@ package redact
 // and requiring the first digit of a payment network (2 to 6: Mastercard,
 // Amex, Diners, JCB, Visa, Discover, UnionPay, Maestro) keeps millisecond
 // timestamps (17…) and numbers with a leading zero apart.
-func findCards(text string) []span {
+func findCards(text string, steps *int) []span {
+	*steps += len(text)
 	if !atLeastDigits(text, 13) {
 		return nil
 	}

@@ -59,7 +59,7 @@ func checkRedaction(t *testing.T, r *Redactor, rules []rule, in string) string {
 		t.Fatalf("second pass changed the output\n  in: %q\n out: %q\nout2: %q", in, out, again)
 	}
 	for _, rule := range rules {
-		if found := rule.find(out); len(found) > 0 {
+		if found := rule.find(out, new(int)); len(found) > 0 {
 			sp := found[0]
 			t.Fatalf("rule %s matches %q in the output\n in: %q\nout: %q", rule.name, out[sp.start:sp.end], in, out)
 		}

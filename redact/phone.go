@@ -37,11 +37,12 @@ func phoneRule() rule {
 		return d
 	}
 	find := r.find
-	r.find = func(text string) []span {
+	r.find = func(text string, steps *int) []span {
 		if !atLeastDigits(text, 8) {
+			*steps += len(text)
 			return nil
 		}
-		return find(text)
+		return find(text, steps)
 	}
 	return r
 }

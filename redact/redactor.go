@@ -102,7 +102,8 @@ func validName(s string) bool {
 
 func customRule(kind string, c Rule) rule {
 	re, validate := c.Pattern, c.Validate
-	return rule{name: "custom:" + kind, kind: kind, find: func(text string) []span {
+	return rule{name: "custom:" + kind, kind: kind, find: func(text string, steps *int) []span {
+		*steps += len(text)
 		var out []span
 		for _, m := range re.FindAllStringIndex(text, -1) {
 			if m[1] > m[0] && (validate == nil || validate(text[m[0]:m[1]])) {
@@ -144,6 +145,8 @@ type Session struct {
 	counts   map[string]int    // placeholders issued per kind
 	fresh    []string          // values that became known in the current Text call
 	repl     []replacement     // of the current pass, in order
+	steps    int               // bytes read by rules and searches, for tests of linearity
+	cursors  []knownCursor     // findKnown's, reused
 }
 
 type replacement struct {
@@ -174,7 +177,11 @@ func (s *Session) Text(in string) string {
 		// Text is processed left to right, so a value first found late in in
 		// may have been missed earlier where its rule is blind: go again,
 		// now that it is known, until no pass finds a new value.
-		if len(s.fresh) == n || i == maxPasses || !containsAny(out, s.fresh) {
+		if len(s.fresh) == n || i == maxPasses {
+			return out
+		}
+		s.steps += len(out) * len(s.fresh)
+		if !containsAny(out, s.fresh) {
 			return out
 		}
 	}
@@ -231,7 +238,7 @@ func (s *Session) redact(text string, off int) {
 	}
 	for i := range s.rules {
 		r := &s.rules[i]
-		found := r.find(text)
+		found := r.find(text, &s.steps)
 		if len(found) == 0 {
 			continue
 		}
@@ -244,10 +251,14 @@ func (s *Session) redact(text string, off int) {
 		s.redact(text[last:], off+last)
 		return
 	}
-	if sp, p, ok := s.findKnown(text); ok {
-		s.redact(text[:sp.start], off)
-		s.add(off+sp.start, off+sp.end, p)
-		s.redact(text[sp.end:], off+sp.end)
+	last := 0
+	for _, k := range s.findKnown(text) {
+		s.redact(text[last:k.start], off+last)
+		s.add(off+k.start, off+k.end, k.placeholder)
+		last = k.end
+	}
+	if last > 0 {
+		s.redact(text[last:], off+last)
 	}
 }
 
@@ -278,19 +289,55 @@ func (s *Session) issue(r *rule, match string) string {
 	return p
 }
 
-// findKnown returns the earliest occurrence in text of a value already
-// replaced in this record, the longest on a tie.
-func (s *Session) findKnown(text string) (span, string, bool) {
-	best, placeholder, found := span{}, "", false
+// knownCursor follows one known value through a text.
+type knownCursor struct {
+	value, placeholder string
+	next               int // start of the value's next occurrence at or after the scan, or -1
+}
+
+// knownMatch is an occurrence of a value already replaced in this record.
+type knownMatch struct {
+	span
+	placeholder string
+}
+
+// findKnown returns the occurrences in text of values already replaced in
+// this record, left to right without overlap, the longest where two start
+// together. Each value's search only moves forward, so the cost is the
+// length of text times the number of known values, however many
+// occurrences there are.
+func (s *Session) findKnown(text string) []knownMatch {
+	if len(s.known) == 0 || len(text) < minKnown {
+		return nil
+	}
+	s.steps += len(text) * len(s.known)
+	cs := s.cursors[:0]
 	for v, p := range s.known {
-		i := strings.Index(text, v)
-		if i < 0 {
-			continue
-		}
-		sp := span{i, i + len(v)}
-		if !found || sp.start < best.start || sp.start == best.start && sp.end > best.end {
-			best, placeholder, found = sp, p, true
+		if i := strings.Index(text, v); i >= 0 {
+			cs = append(cs, knownCursor{v, p, i})
 		}
 	}
-	return best, placeholder, found
+	s.cursors = cs
+	var out []knownMatch
+	for pos := 0; ; {
+		best := -1
+		for i := range cs {
+			c := &cs[i]
+			if c.next >= 0 && c.next < pos {
+				c.next = indexFrom(text, c.value, pos)
+			}
+			if c.next < 0 {
+				continue
+			}
+			if best < 0 || c.next < cs[best].next || c.next == cs[best].next && len(c.value) > len(cs[best].value) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		c := cs[best]
+		out = append(out, knownMatch{span{c.next, c.next + len(c.value)}, c.placeholder})
+		pos = c.next + len(c.value)
+	}
 }

@@ -153,6 +153,9 @@ func jwtWindow(text string, at int) int {
 // bearerWindow covers "bearer", the blanks after it and the token.
 func bearerWindow(text string, at int) int {
 	i := runEnd(text, at+len("bearer"), func(c byte) bool { return c == ' ' || c == '\t' })
+	if i == at+len("bearer") { // no blank: the pattern cannot match, and "bearerbearer…" must not cost a window each
+		return i + 1
+	}
 	return runEnd(text, i, func(c byte) bool { return isAlnum(c) || strings.IndexByte("._~+/-=", c) >= 0 }) + 1
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/redact"
 	"log/slog"
 	"time"
 
@@ -209,7 +210,8 @@ func (s *Service) budgetGuard(ctx context.Context, r *Route, c Call) (string, er
 	if st.Mode == circuit.Open {
 		return ReasonCircuitOpen, nil
 	}
-	ok, err := s.admit(ctx, r, c.OwnerID, c.User)
+	// The end user is counted by its digest: route_limits never holds it.
+	ok, err := s.admit(ctx, r, c.OwnerID, s.tasks.Fields().Apply(redact.FieldRouteUser, c.User))
 	if err != nil || !ok {
 		return ReasonRateLimited, err
 	}

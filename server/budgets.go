@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/tollgate/tollgate/redact"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -129,7 +130,7 @@ func postTopup(d *Deps) echo.HandlerFunc {
 		if len(in.Note) > 500 {
 			return badRequest("note must be at most 500 characters.")
 		}
-		if _, err := d.Budgets.Topup(c.Request().Context(), c.Param("owner"), in.Workload, in.AmountMicros, actor(c), in.Note); err != nil {
+		if _, err := d.Budgets.Topup(c.Request().Context(), c.Param("owner"), in.Workload, in.AmountMicros, actor(c), d.Tasks.Fields().Apply(redact.FieldTopupNote, in.Note)); err != nil {
 			return err
 		}
 		return writeBudget(c, d, c.Param("owner"), http.StatusCreated)

@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/internal/logbuf"
 	"github.com/tollgate/tollgate/internal/testclock"
+	"github.com/tollgate/tollgate/redact"
 	"io"
 	"log/slog"
 	"net/http"
@@ -131,6 +132,8 @@ type envOptions struct {
 	catalog        string        // replaces testCatalog
 	metricsToken   string        // server.Deps.MetricsToken
 	metricsApart   bool          // server.Deps.MetricsElsewhere
+	passThrough    bool          // catalog pass_through: unknown model names go to the first provider
+	redactor       *redact.Redactor
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -184,6 +187,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cat.PassThrough = o.passThrough
 	clients, err := cat.Clients(fakeSrv.Client(), fakeSrv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +206,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Alerter:            alerter,
 		Logger:             log,
 		Sealer:             testSealer(t),
+		Redactor:           o.redactor,
 		Catalog:            cat,
 		Clients:            clients,
 		RequestTimeout:     o.requestTimeout,

@@ -2,9 +2,14 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/redact"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tollgate/tollgate/accounts"
@@ -101,4 +106,195 @@ func TestNothingReachesTheDatabaseOrLogsUnredacted(t *testing.T) {
 func mustQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestEveryClientFieldFollowsThePrivacyTable plants a canary in every field
+// of the privacy table (redact.Fields) that a client or a provider fills:
+// metadata keys and numbers, the Idempotency-Key, X-Reason, a top-up note,
+// a route's user and the provider's error code. None may appear in clear in
+// a pg_dump of the database, the logs, /metrics or usage.csv.
+func TestEveryClientFieldFollowsThePrivacyTable(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs, maxAttempts: 1})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	support := e.owner("helpdesk", accounts.RoleSupport, 0)
+	admin := e.owner("ops", accounts.RoleAdmin, 0)
+	canary := map[string]string{
+		"metadata key (address)": "jane.canary@example.com",
+		"metadata key (secret)":  "sk-proj-CANARYmetaKEY0123456789abcdefghij",
+		"metadata number (card)": "4012888888881881",
+		"idempotency key":        "idem-CANARY-4711-zq",
+		"X-Reason":               "canary.reason@example.com",
+		"top-up note":            "canary.note@example.com",
+		"route user":             "route-user-CANARY-9931",
+		"provider error code":    "sk-proj-canarycode0123456789abcdefghij",
+	}
+
+	e.fake.Script(openaiAnswer("done"),
+		fake.Scripted{Status: 400, Body: `{"error":{"message":"bad","type":"invalid_request_error","code":"` + canary["provider error code"] + `"}}`},
+		openaiAnswer(`{"reply":"ok"}`))
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}],"metadata":{` +
+		mustQuote(canary["metadata key (address)"]) + `:"x",` + mustQuote(canary["metadata key (secret)"]) + `:1,"card":` + canary["metadata number (card)"] + `}}`)
+	r := e.post(key, canary["idempotency key"], body, map[string]string{"Prefer": "wait=30"})
+	first := e.waitFinished(key, r.task(t).ID)
+	if first.Status != tasks.StatusSucceeded {
+		t.Fatalf("first task = %s %+v", first.Status, first.Error)
+	}
+	// A retry under the same key still finds the task through its digest.
+	if again := e.post(key, canary["idempotency key"], body, nil); again.task(t).ID != first.ID {
+		t.Errorf("retry under the same key made another task: %s", again.body)
+	}
+	failed := e.waitFinished(key, e.post(key, "privacy-code", []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`),
+		map[string]string{"Prefer": "wait=30"}).task(t).ID)
+	if failed.Status != tasks.StatusFailed {
+		t.Fatalf("second task = %s, want failed", failed.Status)
+	}
+	b, _ := json.Marshal(map[string]any{"input": map[string]any{"message": "hi"}, "user": canary["route user"]})
+	if rc := e.do(http.MethodPost, "/v1/routes/draft-reply", key, b, map[string]string{"Idempotency-Key": "privacy-route"}); rc.status != http.StatusOK {
+		t.Fatalf("route call: %d %s", rc.status, rc.body)
+	}
+	rep := e.do(http.MethodGet, "/v1/tasks/"+first.ID+"/replay", support, nil, map[string]string{"X-Reason": "ticket for " + canary["X-Reason"]})
+	if rep.status != http.StatusOK {
+		t.Fatalf("support read: %d %s", rep.status, rep.body)
+	}
+	if tp := e.do(http.MethodPost, "/v1/budgets/acme/topups", admin, []byte(`{"amount_micros": 700, "note": "refund to `+canary["top-up note"]+`"}`), nil); tp.status != http.StatusCreated {
+		t.Fatalf("topup: %d %s", tp.status, tp.body)
+	}
+	// Support still finds the task by the exact key it was given.
+	if s := e.do(http.MethodGet, "/v1/replays?q="+canary["idempotency key"], support, nil, nil); !strings.Contains(string(s.body), first.ID) {
+		t.Errorf("search by the idempotency key: %d %s, want task %s", s.status, s.body, first.ID)
+	}
+
+	dump, err := exec.Command("pg_dump", "--data-only", e.dbURL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, dump)
+	}
+	if !strings.Contains(string(dump), failed.ID) || !strings.Contains(string(dump), "ticket for ") {
+		t.Fatal("the dump lacks the task or the audit row: the scan would prove nothing")
+	}
+	places := map[string]string{
+		"database dump":  string(dump),
+		"logs":           logs.String(),
+		"replay record":  string(rep.body),
+		"/metrics":       string(e.do(http.MethodGet, "/metrics", admin, nil, nil).body),
+		"usage.csv":      string(e.do(http.MethodGet, "/v1/usage.csv", key, nil, nil).body),
+		"support search": string(e.do(http.MethodGet, "/v1/replays?owner=acme", support, nil, nil).body),
+	}
+	// Erasure removes what it promises: the request with its metadata, the
+	// sealed copies, the response texts; the key stays only as its digest.
+	if r := e.do(http.MethodDelete, "/v1/tasks/"+first.ID+"/replay", key, nil, nil); r.status != http.StatusOK {
+		t.Fatalf("erase: %d %s", r.status, r.body)
+	}
+	for _, c := range []struct {
+		what string
+		sql  string
+		want int64
+	}{
+		{"bodies left after erasure", `SELECT count(*) FROM tasks WHERE id = $1::uuid AND (request ? 'metadata' OR payload IS NOT NULL OR output_sealed IS NOT NULL)`, 0},
+		{"replay texts or metadata left after erasure", `SELECT count(*) FROM replay_records WHERE task_id = $1::uuid AND (response->>'content' <> '' OR parameters::text LIKE '%card%')`, 0},
+		{"task under the key's digest", `SELECT count(*) FROM tasks WHERE id = $1::uuid AND idempotency_key = '` + e.tasks.StoredKey(canary["idempotency key"]) + `'`, 1},
+	} {
+		if got := e.scalar(c.sql, first.ID); got != c.want {
+			t.Errorf("%s: %d, want %d", c.what, got, c.want)
+		}
+	}
+	for field, c := range canary {
+		for place, text := range places {
+			if strings.Contains(text, c) || strings.Contains(text, strings.ToLower(c)) {
+				t.Errorf("%s %q found in clear in the %s", field, c, place)
+			}
+		}
+	}
+}
+
+// TestPassThroughModelNameCarryingSecretsIsRefused: a pass-through model
+// name is sent to the provider and stored, logged and exported as given, so
+// one that redaction would change is a 400 naming model, and nothing is
+// written.
+func TestPassThroughModelNameCarryingSecretsIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{passThrough: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	for i, model := range []string{"ft:sk-proj-CANARYmodel0123456789abcdefghij", "jane.model@example.com"} {
+		body := []byte(`{"model":` + mustQuote(model) + `,"messages":[{"role":"user","content":"hi"}]}`)
+		r := e.post(key, fmt.Sprintf("model-%d", i), body, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "model") {
+			t.Errorf("model %q: %d %s, want 400 naming model", model, r.status, r.body)
+		}
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 0 {
+		t.Errorf("%d tasks written, want none", n)
+	}
+	// A plain pass-through name is still admitted.
+	e.fake.Script(openaiAnswer("ok"))
+	if r := e.post(key, "model-plain", []byte(`{"model":"some-open-model","messages":[{"role":"user","content":"hi"}]}`), nil); r.status >= 300 {
+		t.Errorf("plain pass-through model: %d %s", r.status, r.body)
+	}
+}
+
+// TestKeyStoredInClearBeforeDigestsIsStillFound: the request hash is
+// stored keyed; a task admitted before idempotency keys and request hashes
+// were keyed holds them plain, and a retry must still find that task, not
+// call the provider again.
+func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(openaiAnswer("once"))
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`)
+	first := e.waitFinished(key, e.post(key, "legacy-1", body, map[string]string{"Prefer": "wait=30"}).task(t).ID)
+	plain := tasks.Request{Model: "test-model", Messages: []provider.Message{{Role: "user", Content: "hi"}}}.Hash()
+	if n := e.scalar(`SELECT count(*) FROM tasks WHERE request_hash = $1`, plain); n != 0 {
+		t.Errorf("the request's plain hash is stored: a dump could confirm a guessed request")
+	}
+	if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET idempotency_key = 'legacy-1', request_hash = $2 WHERE id = $1::uuid`, first.ID, plain); err != nil {
+		t.Fatal(err)
+	}
+	again := e.post(key, "legacy-1", body, nil)
+	if got := again.task(t).ID; got != first.ID || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry under a key stored in clear: task %s (replayed %q), want %s replayed", got, again.header.Get("Idempotent-Replayed"), first.ID)
+	}
+	if n := len(e.fake.Calls()); n != 1 {
+		t.Errorf("%d provider calls, want 1", n)
+	}
+	support := e.owner("helpdesk", accounts.RoleSupport, 0)
+	if s := e.do(http.MethodGet, "/v1/replays?q=legacy-1", support, nil, nil); !strings.Contains(string(s.body), first.ID) {
+		t.Errorf("support search by a key stored in clear: %d %s, want task %s", s.status, s.body, first.ID)
+	}
+}
+
+// TestBrokeOwnerIsRefusedBeforeRedaction: an owner whose budget cannot
+// cover the reservation at all is refused before the request is redacted
+// (a probe rule counts what redaction looks at), as the reservation would
+// refuse it, and nothing is written.
+func TestBrokeOwnerIsRefusedBeforeRedaction(t *testing.T) {
+	t.Parallel()
+	var probed atomic.Int64
+	r, err := redact.New(redact.Rule{Name: "probe", Pattern: regexp.MustCompile(`PROBE`), Validate: func(string) bool {
+		probed.Add(1)
+		return true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{redactor: r})
+	broke := e.owner("broke", accounts.RoleClient, 1)
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"PROBE ` + strings.Repeat("1234 5678 ", 1000) + `"}]}`)
+	resp := e.post(broke, "broke-1", body, nil)
+	if resp.status != http.StatusPaymentRequired || resp.problemCode(t) != "budget_exceeded" {
+		t.Fatalf("broke owner: %d %s, want 402 budget_exceeded", resp.status, resp.body)
+	}
+	if n := probed.Load(); n != 0 {
+		t.Errorf("the refused request was redacted (%d probe matches)", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 0 {
+		t.Errorf("%d tasks written, want none", n)
+	}
+	// The probe does see a request that is admitted.
+	rich := e.owner("rich", accounts.RoleClient, 1_000_000)
+	e.fake.Script(openaiAnswer("ok"))
+	if resp := e.post(rich, "rich-1", body, nil); resp.status >= 300 || probed.Load() == 0 {
+		t.Errorf("admitted request: %d %s, %d probe matches; want admitted and redacted", resp.status, resp.body, probed.Load())
+	}
 }

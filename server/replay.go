@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/tollgate/tollgate/redact"
 	"net/http"
 	"strconv"
 	"time"
@@ -71,7 +72,7 @@ func getReplay(d *Deps) echo.HandlerFunc {
 			// unaudited.
 			attempts, err = d.Replays.AuditedAttempts(ctx, replay.Access{
 				TaskID: t.ID, OwnerID: t.OwnerID, ActorOwner: p.OwnerID, ActorKeyID: p.KeyID,
-				ActorRole: string(p.Role), Reason: reason,
+				ActorRole: string(p.Role), Reason: d.Tasks.Fields().Apply(redact.FieldReason, reason),
 			})
 		} else {
 			attempts, err = d.Replays.Attempts(ctx, t.ID)

@@ -226,9 +226,9 @@ func TestAdmissionMeetingAKeyTakenByAnotherInstance(t *testing.T) {
 				}
 			}
 			first.expectScalars([]scalarCheck{
-				{"tasks with the key", `SELECT count(*) FROM tasks WHERE idempotency_key = '` + idem + `'`, 1},
+				{"tasks with the key", `SELECT count(*) FROM tasks WHERE idempotency_key = '` + first.tasks.StoredKey(idem) + `'`, 1},
 				{"jobs of the key's tasks", `SELECT count(*) FROM river_job j JOIN tasks t ON j.args->>'task_id' = t.id::text
-					WHERE t.idempotency_key = '` + idem + `'`, 1},
+					WHERE t.idempotency_key = '` + first.tasks.StoredKey(idem) + `'`, 1},
 				{"jobs without a task", `SELECT count(*) FROM river_job j LEFT JOIN tasks t ON j.args->>'task_id' = t.id::text
 					WHERE j.kind = 'tollgate_task' AND t.id IS NULL`, 0},
 				{"reservations without a task", `SELECT count(*) FROM budget_reservations r LEFT JOIN tasks t ON t.id = r.task_id

@@ -204,7 +204,7 @@ func (s *Service) Search(ctx context.Context, f SearchFilter) (Page, error) {
 	if f.To.IsZero() {
 		f.To = time.Now().Add(time.Hour)
 	}
-	q := searchSQL(f, after, limit)
+	q := searchSQL(f, s.StoredKey(f.Query), after, limit)
 	rows, err := s.pool.Query(ctx, q.sql, append([]any{pgx.QueryExecModeExec}, q.args...)...)
 	if err != nil {
 		return Page{}, fmt.Errorf("tasks: search: %w", err)
@@ -228,8 +228,9 @@ func (b *sqlBuilder) arg(v any) string {
 	return fmt.Sprintf("$%d", len(b.args))
 }
 
-// searchSQL is Search's statement for f.
-func searchSQL(f SearchFilter, after cursor, limit int) sqlBuilder {
+// searchSQL is Search's statement for f; key is f.Query as an idempotency
+// key is stored (StoredKey).
+func searchSQL(f SearchFilter, key string, after cursor, limit int) sqlBuilder {
 	var b sqlBuilder
 	where := []string{"created_at >= " + b.arg(f.From), "created_at < " + b.arg(f.To)}
 	if f.OwnerID != "" {
@@ -274,7 +275,9 @@ func searchSQL(f SearchFilter, after cursor, limit int) sqlBuilder {
 	if uuid.Validate(f.Query) == nil {
 		arms = append(arms, "SELECT id FROM tasks WHERE "+cond+" AND id = "+b.arg(f.Query)+"::uuid")
 	}
-	owners := "SELECT o.id, " + qa + " FROM owners o"
+	// The key as stored, and as given for tasks stored before keys were
+	// digested.
+	owners := "SELECT o.id, k FROM owners o, unnest(ARRAY[" + b.arg(key) + "::text, " + qa + "]) k"
 	if f.OwnerID != "" {
 		owners += " WHERE o.id = " + b.arg(f.OwnerID)
 	}

@@ -1,6 +1,9 @@
 package tasks
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
 )
@@ -28,9 +31,9 @@ func (p *privacy) text(in string) string {
 	return out
 }
 
-// request is the request as it may be stored: message texts and string
-// metadata values go through the policy; structure, roles, model and
-// numbers stay, so a replay remains readable.
+// request is the request as it may be stored: message texts, metadata keys
+// and metadata values, strings and numbers alike, go through the policy;
+// structure, roles and the model stay, so a replay remains readable.
 func (p *privacy) request(r Request) Request {
 	out := r
 	out.Messages = make([]provider.Message, len(r.Messages))
@@ -50,7 +53,7 @@ func (p *privacy) value(v any) any {
 	case map[string]any:
 		m := make(map[string]any, len(x))
 		for k, val := range x {
-			m[k] = p.value(val)
+			m[p.text(k)] = p.value(val)
 		}
 		return m
 	case []any:
@@ -59,8 +62,22 @@ func (p *privacy) value(v any) any {
 			a[i] = p.value(val)
 		}
 		return a
+	case float64:
+		return p.number(v, strconv.FormatFloat(x, 'f', -1, 64))
+	case json.Number:
+		return p.number(v, x.String())
 	}
-	return v // numbers, booleans and null carry no text
+	return v // booleans and null carry no text
+}
+
+// number is a metadata number as it may be stored: a card number or a
+// phone number is as personal written without quotes. It stays a number
+// when its text needs no redaction and the policy keeps text.
+func (p *privacy) number(v any, text string) any {
+	if out := p.text(text); out != text {
+		return out
+	}
+	return v
 }
 
 // counts says what the session found, for the replay record.

@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -401,13 +402,25 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if !ValidIdempotencyKey(key) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
 	}
-	hash := req.Hash()
+	// The key is stored, looked up and logged only as its keyed digest;
+	// the key as sent is only for finding a task stored before keys were digested.
+	sent := key
+	key = s.StoredKey(key)
+	// The request's hash is stored keyed too, so a dump cannot confirm a
+	// guessed request; plain only finds tasks stored before it was keyed.
+	plain := req.Hash()
+	hash := s.keyedHash(plain)
 	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
 	if errors.Is(err, catalog.ErrUnknownModel) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"model", "is not a model this service offers"}}}
 	}
 	if err != nil {
 		return Created{}, err
+	}
+	if !priced && s.Fields().Changes(m.Name) {
+		// A pass-through name is sent to the provider and stored, logged
+		// and exported as given, so it may not carry what redaction removes.
+		return Created{}, &ValidationError{Fields: []FieldError{{"model", "must not contain personal data or a credential"}}}
 	}
 	model := m.Name
 	rawJSON, err := json.Marshal(req)
@@ -438,12 +451,22 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if !sub.Inline && s.mayRunOnArrival() {
 		gateRead = &gate
 	}
-	policy, existing, hashOK, err := s.lookup(ctx, owner, key, hash, m.Provider, gateRead)
+	// The same round trip reads whether the owner's budget has no room
+	// for the reservation at all: such a request is refused before it is
+	// redacted and sealed, which costs most for the largest requests.
+	var broke bool
+	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, m.Provider, gateRead, func(b *pgx.Batch) {
+		budget.QueueNoHeadroom(b, owner, s.cfg.Now(), amount, &broke)
+	})
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
 	}
 	if existing != nil {
 		return s.replayed(*existing, hashOK)
+	}
+	if broke {
+		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
+		return Created{}, budget.ErrInsufficient
 	}
 	admitted, err := s.shed.admit()
 	if err != nil {
@@ -510,7 +533,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		}
 	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, key, hash, "", nil)
+		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, "", nil, nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -552,16 +575,24 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under key, if any, with whether its request hash is hash;
 // and, with gate non-nil, the gate of providerKey.
-func (s *Service) lookup(ctx context.Context, owner, key string, hash []byte, providerKey string, gate *circuit.Mode) (policy string, t *Task, hashOK bool, err error) {
+// keys are the idempotency key as stored and as the client sent it, hashes
+// the request's hash keyed and plain: a task admitted before keys and
+// hashes were keyed holds the latter.
+// also, when not nil, queues further reads on the same round trip.
+func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashes [][]byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
+	if also != nil {
+		also(b)
+	}
 	if gate != nil {
 		circuit.QueuePeek(b, providerKey, gate)
 	}
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&policy)
 	})
-	b.Queue(`SELECT `+answerColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
-		owner, key, hash).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+answerColumns+`, request_hash = ANY($3) FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
+		ORDER BY created_at LIMIT 1`,
+		owner, keys, hashes).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &hashOK) })
 		if len(list) == 1 {
 			t = &list[0]
@@ -906,10 +937,29 @@ func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
 }
 
+// Fields applies the privacy table (redact.Fields) to the short fields
+// other packages store: X-Reason, top-up notes, route users.
+func (s *Service) Fields() redact.Stored { return redact.NewStored(s.cfg.Redactor, s.digestKey) }
+
+// StoredKey is an idempotency key as tasks.idempotency_key holds it: its
+// keyed digest, so support finds a task by the exact key and a dump shows
+// none. It never fails.
+func (s *Service) StoredKey(key string) string {
+	return s.Fields().Apply(redact.FieldIdempotencyKey, key)
+}
+
+// keyedHash is a request hash as tasks.request_hash holds it: HMAC-SHA256
+// of the plain hash under the digest key.
+func (s *Service) keyedHash(plain []byte) []byte {
+	m := hmac.New(sha256.New, s.digestKey)
+	m.Write(plain)
+	return m.Sum(nil)
+}
+
 // Exists reports whether the owner has a task under the idempotency key.
 func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, key).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, s.StoredKey(key)).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("tasks: exists: %w", err)
 	}
