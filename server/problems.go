@@ -149,8 +149,10 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	return http.StatusInternalServerError, "internal", "Something went wrong on our side; quote the trace_id to support.", nil
 }
 
-// errorHandler renders every error as problem+json. Only 5xx are logged as
-// errors, in full, on our side.
+// errorHandler renders every error as problem+json (OpenAI's envelope on
+// the OpenAI-compatible routes). Every 5xx, whatever the route, is logged
+// as an error, in full, on our side, with the trace id the client is told
+// to quote.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -161,17 +163,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		if isOpenAIRoute(c) {
-			writeOAIError(c, err)
+			logFailure(log, c, writeOAIError(c, err), err)
 			return
 		}
 		p := problemOf(err)
 		status, code := p.Status, p.Code
 		trace := traceIDOf(c)
-		if status >= 500 {
-			log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
-				slog.String("trace_id", trace), slog.String("method", c.Request().Method),
-				slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
-		}
+		logFailure(log, c, status, err)
 		h := c.Response().Header()
 		if status == http.StatusUnauthorized {
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
@@ -187,6 +185,17 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		_ = c.JSON(status, p)
 	}
+}
+
+// logFailure logs an answer of status 500 or above with its trace id; a
+// 4xx is the client's to fix and is only counted.
+func logFailure(log *slog.Logger, c echo.Context, status int, err error) {
+	if status < 500 {
+		return
+	}
+	log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+		slog.String("trace_id", traceIDOf(c)), slog.String("method", c.Request().Method),
+		slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
 }
 
 // retryAfterOf is the Retry-After, in whole seconds, of a 429 or 503: what

@@ -78,7 +78,10 @@ func New(d Deps) *echo.Echo {
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()
 	}
-	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
+	// checkParams guards every route, the console's included: no query
+	// parameter, path segment or read header with a NUL or invalid UTF-8
+	// reaches a handler.
+	e.Use(traceID, countRequests(d.Metrics), recoverPanics, checkParams)
 	registerRoutes(e, &d)
 	mountConsole(e, &d)
 	return e
