@@ -101,10 +101,17 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 	if err := json.Unmarshal(m.Content, &blocks); err != nil {
 		return nil, malformed(status, err)
 	}
-	u := m.Usage
-	if u != nil && (u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheCreationInputTokens < 0 || u.CacheReadInputTokens < 0) {
-		// Negative usage would credit the budget: refuse to believe it.
-		return nil, malformed(status, nil)
+	var usage *Usage
+	if u := m.Usage; u != nil {
+		// Cached prompt tokens are reported apart from input_tokens; they
+		// are part of the prompt, as in OpenAI's prompt_tokens.
+		in, ok1 := tokenSum(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
+		out, ok2 := tokenSum(u.OutputTokens)
+		if !ok1 || !ok2 {
+			// Negative usage would credit the budget: refuse to believe it.
+			return nil, malformed(status, nil)
+		}
+		usage = &Usage{InputTokens: in, OutputTokens: out}
 	}
 
 	var b strings.Builder
@@ -122,16 +129,7 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
 
-	r := &Response{Content: content, Model: m.Model, FinishReason: m.StopReason, Status: status}
-	if u != nil {
-		// Cached prompt tokens are reported apart from input_tokens; they
-		// are part of the prompt, as in OpenAI's prompt_tokens.
-		r.Usage = &Usage{
-			InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
-			OutputTokens: u.OutputTokens,
-		}
-	}
-	return r, nil
+	return &Response{Content: content, Model: m.Model, FinishReason: m.StopReason, Status: status, Usage: usage}, nil
 }
 
 // ClassifyAnthropic classifies a non-2xx response from the Anthropic Messages

@@ -58,7 +58,12 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 				if ev.Message != nil {
 					out.Model = ev.Message.Model
 					u := ev.Message.Usage
-					usage.InputTokens = u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+					in, ok := tokenSum(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
+					if !ok {
+						// Negative usage would credit the budget.
+						return false, malformed(http.StatusOK, nil)
+					}
+					usage.InputTokens = in
 				}
 			case "content_block_delta":
 				if ev.Delta != nil && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
@@ -72,7 +77,11 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 					out.FinishReason = ev.Delta.StopReason
 				}
 				if ev.Usage != nil {
-					usage.OutputTokens = ev.Usage.OutputTokens
+					out, ok := tokenSum(ev.Usage.OutputTokens)
+					if !ok {
+						return false, malformed(http.StatusOK, nil)
+					}
+					usage.OutputTokens = out
 				}
 			case "message_stop":
 				return true, nil

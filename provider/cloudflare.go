@@ -129,9 +129,13 @@ func parseWorkersAI(status int, header http.Header, body []byte) (*Response, err
 	if !hasJSON(res.Response) && hasJSON(res.Choices) {
 		return parseCompletion(status, header, env.Result)
 	}
-	if res.Usage != nil && (res.Usage.PromptTokens < 0 || res.Usage.CompletionTokens < 0) {
-		// Negative usage would credit the budget: refuse to believe it.
-		return nil, malformed(status, nil)
+	var usage *Usage
+	if res.Usage != nil {
+		var ok bool
+		if usage, ok = usageOf(res.Usage.PromptTokens, res.Usage.CompletionTokens); !ok {
+			// Negative usage would credit the budget: refuse to believe it.
+			return nil, malformed(status, nil)
+		}
 	}
 	content, ok := workersAIText(res.Response)
 	if !ok {
@@ -140,11 +144,7 @@ func parseWorkersAI(status int, header http.Header, body []byte) (*Response, err
 	if strings.TrimSpace(content) == "" {
 		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
-	r := &Response{Content: content, Status: status}
-	if res.Usage != nil {
-		r.Usage = &Usage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens}
-	}
-	return r, nil
+	return &Response{Content: content, Status: status, Usage: usage}, nil
 }
 
 // workersAIText reads result.response: a string as is, an object or array

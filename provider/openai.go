@@ -134,9 +134,13 @@ func parseCompletion(status int, header http.Header, body []byte) (*Response, er
 		}
 		return nil, malformed(status, nil)
 	}
-	if cc.Usage != nil && (cc.Usage.PromptTokens < 0 || cc.Usage.CompletionTokens < 0) {
-		// Negative usage would credit the budget: refuse to believe it.
-		return nil, malformed(status, nil)
+	var usage *Usage
+	if cc.Usage != nil {
+		var ok bool
+		if usage, ok = usageOf(cc.Usage.PromptTokens, cc.Usage.CompletionTokens); !ok {
+			// Negative usage would credit the budget: refuse to believe it.
+			return nil, malformed(status, nil)
+		}
 	}
 
 	choice := cc.Choices[0]
@@ -161,9 +165,7 @@ func parseCompletion(status int, header http.Header, body []byte) (*Response, er
 		Model:        cc.Model,
 		FinishReason: choice.FinishReason,
 		Status:       status,
-	}
-	if cc.Usage != nil {
-		r.Usage = &Usage{InputTokens: cc.Usage.PromptTokens, OutputTokens: cc.Usage.CompletionTokens}
+		Usage:        usage,
 	}
 	return r, nil
 }

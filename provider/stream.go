@@ -94,7 +94,12 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) 
 				}
 			}
 			if ch.Usage != nil {
-				out.Usage = &Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+				u, ok := usageOf(ch.Usage.PromptTokens, ch.Usage.CompletionTokens)
+				if !ok {
+					// Negative usage would credit the budget.
+					return false, malformed(http.StatusOK, nil)
+				}
+				out.Usage = u
 			}
 			return false, nil
 		},

@@ -375,7 +375,7 @@ func joinPath(path, key string) string {
 	}
 	switch {
 	case !plain:
-		return path + "[" + strconv.QuoteToASCII(key) + "]"
+		return path + "[" + strconv.Quote(key) + "]"
 	case path == "":
 		return key
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -111,6 +112,16 @@ type oaiUsage struct {
 	TotalTokens      int64 `json:"total_tokens"`
 }
 
+// usageOut is a task's usage in OpenAI's shape; the total saturates
+// rather than wrapping, whatever figures were stored.
+func usageOut(u tasks.Usage) oaiUsage {
+	total := u.InputTokens + u.OutputTokens
+	if u.InputTokens > 0 && u.OutputTokens > math.MaxInt64-u.InputTokens {
+		total = math.MaxInt64
+	}
+	return oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: total}
+}
+
 type oaiCompletion struct {
 	ID      string      `json:"id"`
 	Object  string      `json:"object"`
@@ -131,7 +142,7 @@ func completionOf(t tasks.Task) oaiCompletion {
 	return oaiCompletion{
 		ID: completionID(t.ID), Object: "chat.completion", Created: t.CreatedAt.Unix(), Model: t.Result.Model,
 		Choices: []oaiChoice{{Message: map[string]string{"role": "assistant", "content": t.Result.Output}, FinishReason: finish}},
-		Usage:   oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens},
+		Usage:   usageOut(u),
 	}
 }
 
@@ -269,8 +280,8 @@ func (s *sse) finish(t tasks.Task, withUsage bool) error {
 	}
 	s.send(s.chunk(t, nil, &finish, nil))
 	if withUsage && t.Result != nil {
-		u := t.Result.Usage
-		s.send(s.chunk(t, nil, nil, &oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}))
+		usage := usageOut(t.Result.Usage)
+		s.send(s.chunk(t, nil, nil, &usage))
 	}
 	if !s.gone {
 		fmt.Fprint(s.c.Response(), "data: [DONE]\n\n")

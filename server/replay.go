@@ -249,6 +249,12 @@ func getPrivacy(d *Deps) echo.HandlerFunc {
 	}
 }
 
+type privacyInput struct {
+	RedactionPolicy       string `json:"redaction_policy"`
+	BodyRetentionDays     int    `json:"body_retention_days"`
+	MetadataRetentionDays int    `json:"metadata_retention_days"`
+}
+
 // putPrivacy: PUT /v1/owners/{owner}/privacy (admin). New tasks follow
 // the new policy; stored records keep the one they were written under.
 func putPrivacy(d *Deps) echo.HandlerFunc {
@@ -256,11 +262,7 @@ func putPrivacy(d *Deps) echo.HandlerFunc {
 		if err := requireRole(c, accounts.RoleAdmin); err != nil {
 			return err
 		}
-		var in struct {
-			RedactionPolicy       string `json:"redaction_policy"`
-			BodyRetentionDays     int    `json:"body_retention_days"`
-			MetadataRetentionDays int    `json:"metadata_retention_days"`
-		}
+		var in privacyInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &in); err != nil {
 			return err
 		}

@@ -18,6 +18,14 @@ type taskList struct {
 	NextCursor *string      `json:"next_cursor"`
 }
 
+// taskInput is the body of POST /v1/tasks.
+type taskInput struct {
+	tasks.Request
+	// A route may run as a task: {"route": "draft-reply", "input": {...}}.
+	Route string         `json:"route"`
+	Input map[string]any `json:"input"`
+}
+
 // createTask: POST /v1/tasks.
 func createTask(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -30,12 +38,7 @@ func createTask(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var body struct {
-			tasks.Request
-			// A route may run as a task: {"route": "draft-reply", "input": {...}}.
-			Route string         `json:"route"`
-			Input map[string]any `json:"input"`
-		}
+		var body taskInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
 		}
