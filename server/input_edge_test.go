@@ -254,7 +254,7 @@ func TestLargestAdmittedRequestIsStoredAndSearchable(t *testing.T) {
 	if err := e.pool.QueryRow(context.Background(), `SELECT indexdef FROM pg_indexes WHERE indexname = 'tasks_request_text'`).Scan(&def); err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("left((request)::text, %d)", tasks.SearchPrefixChars); !strings.Contains(def, want) {
+	if want := fmt.Sprintf(`"left"((request)::text, %d)`, tasks.SearchPrefixChars); !strings.Contains(def, want) {
 		t.Errorf("index %s does not cover %s", def, want)
 	}
 }

@@ -394,7 +394,9 @@ func oaiError(err error) (int, map[string]any) {
 		retry = status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
 		if len(p.Errors) > 0 {
 			param = p.Errors[0].Field
-			message += " " + p.Errors[0].Field + ": " + p.Errors[0].Message + "."
+			if !strings.Contains(message, p.Errors[0].Field) {
+				message += " " + p.Errors[0].Field + ": " + p.Errors[0].Message + "."
+			}
 		}
 	}
 	typ := "invalid_request_error"

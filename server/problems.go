@@ -126,7 +126,8 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	case errors.Is(err, budget.ErrBelowCommitted):
 		return http.StatusConflict, "conflict", "The new total is below what is already reserved plus spent this period.", nil
 	case errors.Is(err, tasks.ErrInvalidCursor):
-		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.", nil
+		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.",
+			[]tasks.FieldError{{Field: "cursor", Message: "not a cursor this service issued"}}
 	case errors.Is(err, budget.ErrInvalid):
 		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil
 	case errors.Is(err, accounts.ErrUnauthenticated):

@@ -217,7 +217,7 @@ func getAudit(d *Deps) echo.HandlerFunc {
 		if cur := c.QueryParam("cursor"); cur != "" {
 			n, err := strconv.ParseInt(cur, 10, 64)
 			if err != nil || n < 1 {
-				return badRequest("The cursor is not one this service issued.")
+				return badRequest("The cursor is not one this service issued.", tasks.FieldError{Field: "cursor", Message: "not a cursor this service issued"})
 			}
 			f.Before = n
 		}
