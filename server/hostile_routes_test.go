@@ -317,7 +317,7 @@ func problemField(t *testing.T, r response, what string) string {
 			Field string `json:"field"`
 		} `json:"errors"`
 		Error *struct {
-			Code  string `json:"code"`
+			Code  string  `json:"code"`
 			Param *string `json:"param"`
 		} `json:"error"`
 	}
