@@ -164,8 +164,9 @@ func TestHostileTextOutsideBodiesIsNamed(t *testing.T) {
 }
 
 // Every 5xx is logged with the trace id the client is told to quote, on
-// the OpenAI-compatible endpoint as on the native API. A trigger makes
-// every task INSERT fail, as an unexpected database failure would.
+// the OpenAI-compatible endpoint as on the native API, and when a handler
+// writes the 5xx itself. A trigger makes every task INSERT fail, as an
+// unexpected database failure would.
 func TestServerErrorsAreLoggedWithTheirTraceID(t *testing.T) {
 	t.Parallel()
 	logs := &syncBuffer{}
@@ -199,6 +200,16 @@ func TestServerErrorsAreLoggedWithTheirTraceID(t *testing.T) {
 		if trace == "" || !found {
 			t.Errorf("%s: the 500 with trace id %q is not logged as an error:\n%s", c.path, trace, logs.String())
 		}
+	}
+	// A 5xx a handler writes itself is logged too: /readyz on a schema
+	// marked dirty answers 503.
+	if _, err := e.pool.Exec(context.Background(), `UPDATE schema_migrations SET dirty = true`); err != nil {
+		t.Fatal(err)
+	}
+	r := hostileDo(t, hc, e.url, hostileCase{method: http.MethodGet, path: "/readyz"})
+	trace := r.header.Get("X-Trace-Id")
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(logs.String(), `"trace_id":"`+trace+`"`) {
+		t.Errorf("/readyz: %d, trace id %q logged: %v", r.status, trace, strings.Contains(logs.String(), trace))
 	}
 }
 

@@ -188,15 +188,37 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
+// ctxLogged marks a request whose failure is already logged.
+const ctxLogged = "tollgate.failure_logged"
+
 // logFailure logs an answer of status 500 or above with its trace id; a
 // 4xx is the client's to fix and is only counted.
 func logFailure(log *slog.Logger, c echo.Context, status int, err error) {
 	if status < 500 {
 		return
 	}
+	c.Set(ctxLogged, true)
 	log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
 		slog.String("trace_id", traceIDOf(c)), slog.String("method", c.Request().Method),
 		slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
+}
+
+// logServerErrors logs every answer of 500 or above that no error was
+// logged for: one a handler wrote itself (/readyz's 503, the console's
+// own), so that no 5xx on any route leaves the trace id the client holds
+// out of the logs.
+func logServerErrors(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			if status := c.Response().Status; err == nil && status >= 500 && c.Get(ctxLogged) == nil {
+				log.LogAttrs(c.Request().Context(), slog.LevelError, "request answered with a server error",
+					slog.String("trace_id", traceIDOf(c)), slog.String("method", c.Request().Method),
+					slog.String("route", c.Path()), slog.Int("status", status))
+			}
+			return err
+		}
+	}
 }
 
 // retryAfterOf is the Retry-After, in whole seconds, of a 429 or 503: what

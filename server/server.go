@@ -81,7 +81,7 @@ func New(d Deps) *echo.Echo {
 	// checkParams guards every route, the console's included: no query
 	// parameter, path segment or read header with a NUL or invalid UTF-8
 	// reaches a handler.
-	e.Use(traceID, countRequests(d.Metrics), recoverPanics, checkParams)
+	e.Use(traceID, logServerErrors(d.Logger), countRequests(d.Metrics), recoverPanics, checkParams)
 	registerRoutes(e, &d)
 	mountConsole(e, &d)
 	return e
