@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -135,7 +136,7 @@ func (s *scanner) value(t reflect.Type, path string, depth int) error {
 	}
 	tok, rawTok, err := s.token()
 	if err != nil {
-		return err
+		return syntaxAt(err, path)
 	}
 	switch v := tok.(type) {
 	case nil:
@@ -163,7 +164,7 @@ func (s *scanner) value(t reflect.Type, path string, depth int) error {
 			}
 		}
 		_, _, err := s.token() // ']'
-		return err
+		return syntaxAt(err, path)
 	case string:
 		if msg := stringProblem(v, rawTok); msg != "" {
 			return fieldErr(path, msg)
@@ -192,7 +193,7 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 	for s.dec.More() {
 		tok, rawTok, err := s.token()
 		if err != nil {
-			return err
+			return syntaxAt(err, path)
 		}
 		key, _ := tok.(string)
 		kp := joinPath(path, key)
@@ -233,7 +234,21 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 		}
 	}
 	_, _, err := s.token() // '}'
-	return err
+	return syntaxAt(err, path)
+}
+
+// syntaxAt names the member in which the JSON broke (a raw control
+// character such as NUL in a string, a missing quote).
+func syntaxAt(err error, path string) error {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) {
+		return err
+	}
+	if path == "" {
+		path = "body"
+	}
+	return badRequest(fmt.Sprintf("The request body is not valid JSON (at byte %d, in %q).", syn.Offset, path),
+		tasks.FieldError{Field: path, Message: "is not valid JSON here (a raw control character, such as NUL, must be escaped)"})
 }
 
 // number checks a number literal, and for an integer field rewrites an
