@@ -67,7 +67,7 @@ func (m oaiMessage) text(path string) (string, error) {
 	for j, p := range parts {
 		if p.Type != "text" {
 			return "", badRequest("A message content is not supported.",
-				tasks.FieldError{Field: fmt.Sprintf("%s[%d].type", path, j), Message: fmt.Sprintf("content parts of type %q are not supported", p.Type)})
+				tasks.FieldError{Field: fmt.Sprintf("%s[%d].type", path, j), Message: fmt.Sprintf("content parts of type %q are not supported", clipText(p.Type, 64))})
 		}
 		b.WriteString(p.Text)
 	}
@@ -110,6 +110,14 @@ type oaiUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// clipText cuts a client's string short for an error message.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // usageOut is a task's usage in OpenAI's shape; the total saturates
