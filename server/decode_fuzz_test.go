@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -40,13 +42,21 @@ func FuzzDecodeTaskRequest(f *testing.F) {
 		{`{"messages":[{"role":"user","content":"hi"}]}`, "text/plain"},
 		{`{"messages":`, "application/json; charset"},
 		{``, "application/json"},
+		{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":16,"MAX_TOKENS":1000000}`, "application/json"},
+		{`{"messages":[{"role":"user","content":"hi","Content":"x"}],"max_toKens":5}`, "application/json"},
+		{`{"messages":[{"role":"user","content":"a\u0000b"}]}`, "application/json"},
+		{`{"messages":[{"role":"user","content":"\ud800"}]}`, "application/json"},
+		{`{"messages":[{"role":"user","content":"hi"}],"metadata":{"n":1e999999,"m":1e-999999}}`, "application/json"},
+		{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1e3,"deadline_s":6.0e1}`, "application/json"},
+		{`{"route":"tagline","input":{"product":"x\u0000"}}`, "application/json"},
 	} {
 		f.Add([]byte(seed.body), seed.ct)
 	}
 	e := echo.New()
 	f.Fuzz(func(t *testing.T, body []byte, ct string) {
-		var req tasks.Request
-		err := decodeBody(e, body, ct, &req)
+		var in taskInput
+		err := decodeBody(e, body, ct, &in)
+		req := in.Request
 		if err == nil {
 			err = req.Validate()
 		}
@@ -74,16 +84,219 @@ func FuzzDecodeTaskRequest(f *testing.F) {
 				t.Fatalf("accepted Content-Type %q", ct)
 			}
 		}
+		checkAccepted(t, body, in, taskFields)
 		hash := req.Hash() // panics on a request that does not re-encode
 		again, err := json.Marshal(req)
 		if err != nil {
 			t.Fatalf("accepted request does not re-encode: %v", err)
 		}
-		var req2 tasks.Request
-		if err := decodeBody(e, again, "application/json", &req2); err != nil && len(again) <= fuzzBodyLimit {
+		var in2 taskInput
+		err = decodeBody(e, again, "application/json", &in2)
+		req2 := in2.Request
+		if err != nil && len(again) <= fuzzBodyLimit {
 			t.Fatalf("re-encoded request %s is refused: %v", again, err)
 		} else if err == nil && !bytes.Equal(req2.Hash(), hash) {
 			t.Fatalf("hash changed across a round trip:\n first %q\nsecond %s", body, again)
+		}
+	})
+}
+
+// The member names of each level of the bodies the fuzz targets decode.
+var (
+	taskFields    = fieldSet("model", "messages", "max_tokens", "metadata", "json_mode", "deadline_s", "route", "input")
+	messageFields = fieldSet("role", "content")
+	oaiFields     = fieldSet("model", "messages", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options", "metadata", "user")
+	oaiMsgFields  = fieldSet("role", "content", "name")
+)
+
+func fieldSet(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// checkAccepted fails unless what an accepted body decoded into holds no
+// NUL and re-encodes, and unless every top-level key of the body that
+// names a field case-insensitively names it exactly, so that no case
+// variant can have bound to a field (in messages too, when present).
+func checkAccepted(t *testing.T, body []byte, decoded any, fields map[string]bool) {
+	t.Helper()
+	out, err := json.Marshal(decoded)
+	if err != nil {
+		t.Fatalf("accepted body %q does not re-encode: %v", body, err)
+	}
+	if bytes.Contains(out, []byte(`\u0000`)) {
+		t.Fatalf("accepted body %q decodes to a NUL: %s", body, out)
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return
+	}
+	exact(t, body, top, fields)
+	var msgs []map[string]json.RawMessage
+	if raw, ok := top["messages"]; ok && json.Unmarshal(raw, &msgs) == nil {
+		for _, m := range msgs {
+			exact(t, body, m, messageFields)
+		}
+	}
+}
+
+func exact(t *testing.T, body []byte, obj map[string]json.RawMessage, fields map[string]bool) {
+	t.Helper()
+	for k := range obj {
+		for f := range fields {
+			if strings.EqualFold(k, f) && k != f {
+				t.Fatalf("accepted body %q binds key %q to field %q", body, k, f)
+			}
+		}
+	}
+}
+
+// FuzzDecodeChatCompletion feeds arbitrary bodies to the decoding of POST
+// /v1/chat/completions (decodeLenient, then the mapping to a task request
+// and its validation): only ever a 400 or 413, never a panic or another
+// status; an accepted body holds no NUL and binds no case variant of a
+// field (unknown fields are ignored there, case variants are not).
+func FuzzDecodeChatCompletion(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":1e3,"n":1.0}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"MAX_TOKENS":1000000}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","TEXT":"b"}]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"metadata":{"x":1e999999},"temperature":0.2}`,
+		`{"model":"m","messages":[{"role":"user","content":"\u0000"}],"user":"\udc00"}`,
+		`{"model":"m","messages":[{"role":"developer","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	e := echo.New()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		var in oaiRequest
+		err := decodeLenient(e.NewContext(r, httptest.NewRecorder()), fuzzBodyLimit, &in)
+		var req tasks.Request
+		if err == nil {
+			req, err = in.task()
+		}
+		if err == nil {
+			err = req.Validate()
+		}
+		if err != nil {
+			status, envelope := oaiError(err)
+			if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge {
+				t.Fatalf("body %q: status %d (%v), want 400 or 413", body, status, err)
+			}
+			if _, ok := envelope["error"].(map[string]any)["param"]; !ok {
+				t.Fatalf("body %q: OpenAI error without param", body)
+			}
+			return
+		}
+		var top map[string]json.RawMessage
+		if json.Unmarshal(body, &top) == nil {
+			exact(t, body, top, oaiFields)
+			var msgs []map[string]json.RawMessage
+			if json.Unmarshal(top["messages"], &msgs) == nil {
+				for _, m := range msgs {
+					exact(t, body, m, oaiMsgFields)
+				}
+			}
+		}
+		if out, _ := json.Marshal(req); bytes.Contains(out, []byte(`\u0000`)) {
+			t.Fatalf("accepted body %q maps to a NUL: %s", body, out)
+		}
+		_ = req.Hash()
+	})
+}
+
+// FuzzDecodeAdminBodies feeds arbitrary bodies to the decoders of the
+// route call, budget, top-up and privacy bodies: a 400 or 413, never a
+// panic or a 5xx; an accepted body holds no NUL and binds no case variant.
+func FuzzDecodeAdminBodies(f *testing.F) {
+	for _, seed := range []struct {
+		kind uint8
+		body string
+	}{
+		{0, `{"input":{"product":"kettle"},"user":"u-1"}`},
+		{0, `{"input":{"product":"k"},"user":"a\u0000b","USER":"x"}`},
+		{1, `{"total_micros":9223372036854775807,"period":"month","workloads":{"w":{"total_micros":1e3}}}`},
+		{1, `{"total_micros":9223372036854775808}`},
+		{1, `{"total_micros":1,"Total_Micros":2}`},
+		{2, `{"amount_micros":1.0,"workload":"w","note":"n"}`},
+		{2, `{"amount_micros":1e999999}`},
+		{3, `{"redaction_policy":"hash-only","body_retention_days":30,"metadata_retention_days":1e2}`},
+		{3, `{"redaction_policy":"\ud800x"}`},
+	} {
+		f.Add(seed.kind, []byte(seed.body))
+	}
+	e := echo.New()
+	type target struct {
+		new    func() any
+		fields map[string]bool
+	}
+	targets := []target{
+		{func() any { return new(routeCall) }, fieldSet("input", "user")},
+		{func() any { return new(budgetInput) }, fieldSet("total_micros", "period", "workloads")},
+		{func() any { return new(topupInput) }, fieldSet("amount_micros", "workload", "note")},
+		{func() any { return new(privacyInput) }, fieldSet("redaction_policy", "body_retention_days", "metadata_retention_days")},
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		tg := targets[int(kind)%len(targets)]
+		dst := tg.new()
+		if err := decodeBody(e, body, "application/json", dst); err != nil {
+			p := problemOf(err)
+			if p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge {
+				t.Fatalf("body %q: status %d %s (%v), want 400 or 413", body, p.Status, p.Code, err)
+			}
+			return
+		}
+		checkAccepted(t, body, dst, tg.fields)
+	})
+}
+
+// FuzzRequestParams feeds arbitrary query strings, path segments and
+// header values to the edge check every route runs (checkParams) and to
+// the Prefer: wait parser: never a panic; what passes is valid UTF-8 with
+// no NUL; a wait is never negative nor above its cap.
+func FuzzRequestParams(f *testing.F) {
+	f.Add("q=kettle&limit=10", "acme", "ticket-1", "wait=5")
+	f.Add("q=%00", "a%FFb", "\xff", "wait=9300000000")
+	f.Add("owner=%C3%28&x=1", "\x00", "", "wait=99999999999999999999999")
+	f.Add("%ZZ=1;a=b", "", "r\u00e9", "respond-async, wait=-1")
+	e := echo.New()
+	e.GET("/v1/budgets/:owner", func(c echo.Context) error { return nil })
+	const maxWait = 60 * time.Second
+	f.Fuzz(func(t *testing.T, query, owner, reason, prefer string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.URL.RawQuery = query
+		r.Header.Set("X-Reason", reason)
+		r.Header.Set("Prefer", prefer)
+		c := e.NewContext(r, httptest.NewRecorder())
+		c.SetPath("/v1/budgets/:owner")
+		c.SetParamNames("owner")
+		c.SetParamValues(owner)
+		if err := paramsProblem(c); err != nil {
+			if p := problemOf(err); p.Status != http.StatusBadRequest || len(p.Errors) != 1 {
+				t.Fatalf("status %d with %d field errors, want 400 naming one field", p.Status, len(p.Errors))
+			}
+		} else {
+			for name, vs := range c.QueryParams() {
+				for _, v := range append(vs, name) {
+					if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+						t.Fatalf("query %q passed with %q", query, v)
+					}
+				}
+			}
+			for _, v := range []string{owner, reason, prefer} {
+				if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+					t.Fatalf("%q passed", v)
+				}
+			}
+		}
+		d, set, err := preferWait(prefer, maxWait)
+		if err == nil && (d < 0 || d > maxWait || (!set && d != 0)) {
+			t.Fatalf("Prefer %q: wait %v (set %v), want within [0, %v]", prefer, d, set, maxWait)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,8 +45,8 @@ type oaiRequest struct {
 }
 
 // text turns OpenAI content (a string, or an array of parts) into text;
-// only text parts are supported.
-func (m oaiMessage) text() (string, error) {
+// only text parts are supported. path names the content in errors.
+func (m oaiMessage) text(path string) (string, error) {
 	var s string
 	if err := json.Unmarshal(m.Content, &s); err == nil {
 		return s, nil
@@ -56,13 +55,19 @@ func (m oaiMessage) text() (string, error) {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", errors.New("content must be a string or an array of text parts")
+	if err := decodeBytes(m.Content, &parts, scanLenient, path); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && len(ae.fields) > 0 && ae.fields[0].Field != path {
+			return "", err
+		}
+		return "", badRequest("A message content is not supported.",
+			tasks.FieldError{Field: path, Message: "content must be a string or an array of text parts"})
 	}
 	var b strings.Builder
-	for _, p := range parts {
+	for j, p := range parts {
 		if p.Type != "text" {
-			return "", fmt.Errorf("content parts of type %q are not supported", p.Type)
+			return "", badRequest("A message content is not supported.",
+				tasks.FieldError{Field: fmt.Sprintf("%s[%d].type", path, j), Message: fmt.Sprintf("content parts of type %q are not supported", clipText(p.Type, 64))})
 		}
 		b.WriteString(p.Text)
 	}
@@ -85,9 +90,9 @@ func (r oaiRequest) task() (tasks.Request, error) {
 		if role == "developer" {
 			role = "system"
 		}
-		text, err := m.text()
+		text, err := m.text(fmt.Sprintf("messages[%d].content", i))
 		if err != nil {
-			return out, badRequest("A message content is not supported.", tasks.FieldError{Field: fmt.Sprintf("messages[%d].content", i), Message: err.Error()})
+			return out, err
 		}
 		out.Messages = append(out.Messages, provider.Message{Role: role, Content: text})
 	}
@@ -105,6 +110,20 @@ type oaiUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// clipText cuts a client's string short for an error message.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// usageOut is a task's usage in OpenAI's shape; the total saturates
+// rather than wrapping, whatever figures were stored.
+func usageOut(u tasks.Usage) oaiUsage {
+	return oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: budget.SaturatingAdd(u.InputTokens, u.OutputTokens)}
 }
 
 type oaiCompletion struct {
@@ -127,7 +146,7 @@ func completionOf(t tasks.Task) oaiCompletion {
 	return oaiCompletion{
 		ID: completionID(t.ID), Object: "chat.completion", Created: t.CreatedAt.Unix(), Model: t.Result.Model,
 		Choices: []oaiChoice{{Message: map[string]string{"role": "assistant", "content": t.Result.Output}, FinishReason: finish}},
-		Usage:   oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: budget.SaturatingAdd(u.InputTokens, u.OutputTokens)},
+		Usage:   usageOut(u),
 	}
 }
 
@@ -265,8 +284,8 @@ func (s *sse) finish(t tasks.Task, withUsage bool) error {
 	}
 	s.send(s.chunk(t, nil, &finish, nil))
 	if withUsage && t.Result != nil {
-		u := t.Result.Usage
-		s.send(s.chunk(t, nil, nil, &oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: budget.SaturatingAdd(u.InputTokens, u.OutputTokens)}))
+		usage := usageOut(t.Result.Usage)
+		s.send(s.chunk(t, nil, nil, &usage))
 	}
 	if !s.gone {
 		fmt.Fprint(s.c.Response(), "data: [DONE]\n\n")
@@ -285,6 +304,9 @@ func streamCompletion(c echo.Context, d *Deps, created tasks.Created, withUsage 
 	})
 	if err != nil {
 		if out.started {
+			// Too late for a status: the client gets the error in the
+			// stream, and the failure is logged like any 500.
+			logFailure(d.Logger, c, http.StatusInternalServerError, err)
 			out.send(map[string]any{"error": map[string]any{"message": "Tollgate failed to finish the stream.", "type": "server_error", "code": "application_failure", "param": nil}})
 			return nil
 		}
@@ -311,9 +333,7 @@ func decodeLenient(c echo.Context, limit int64, dst any) error {
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return decodeError(dec.Decode(dst))
+	return decodeBytes(raw, dst, scanLenient, "")
 }
 
 // modelsList: GET /v1/models in OpenAI's shape: the configured model names.
@@ -359,6 +379,7 @@ func oaiError(err error) (int, map[string]any) {
 	var tp *taskPending
 	var status int
 	var code, message string
+	var param any // the field at fault, as OpenAI names it; null when none
 	retry := false
 	switch {
 	case errors.As(err, &tf):
@@ -375,6 +396,12 @@ func oaiError(err error) (int, map[string]any) {
 		p := problemOf(err)
 		status, code, message = p.Status, p.Code, p.Detail
 		retry = status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
+		if len(p.Errors) > 0 {
+			param = p.Errors[0].Field
+			if !strings.Contains(message, p.Errors[0].Field) {
+				message += " " + p.Errors[0].Field + ": " + p.Errors[0].Message + "."
+			}
+		}
 	}
 	typ := "invalid_request_error"
 	switch {
@@ -385,12 +412,13 @@ func oaiError(err error) (int, map[string]any) {
 	case status >= 500:
 		typ = "server_error"
 	}
-	return status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code},
+	return status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": param, "code": code},
 		"retry": retry}
 }
 
-// writeOAIError answers err in OpenAI's envelope with the retry headers.
-func writeOAIError(c echo.Context, err error) {
+// writeOAIError answers err in OpenAI's envelope with the retry headers
+// and returns the status it answered.
+func writeOAIError(c echo.Context, err error) int {
 	status, body := oaiError(err)
 	retry, _ := body["retry"].(bool)
 	delete(body, "retry")
@@ -407,6 +435,7 @@ func writeOAIError(c echo.Context, err error) {
 		h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 	}
 	_ = c.JSON(status, body)
+	return status
 }
 
 // isOpenAIRoute reports whether errors on this route use OpenAI's envelope.

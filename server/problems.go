@@ -126,7 +126,8 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	case errors.Is(err, budget.ErrBelowCommitted):
 		return http.StatusConflict, "conflict", "The new total is below what is already reserved plus spent this period.", nil
 	case errors.Is(err, tasks.ErrInvalidCursor):
-		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.", nil
+		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.",
+			[]tasks.FieldError{{Field: "cursor", Message: "not a cursor this service issued"}}
 	case errors.Is(err, budget.ErrInvalid):
 		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil
 	case errors.Is(err, accounts.ErrUnauthenticated):
@@ -149,8 +150,10 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	return http.StatusInternalServerError, "internal", "Something went wrong on our side; quote the trace_id to support.", nil
 }
 
-// errorHandler renders every error as problem+json. Only 5xx are logged as
-// errors, in full, on our side.
+// errorHandler renders every error as problem+json (OpenAI's envelope on
+// the OpenAI-compatible routes). Every 5xx, whatever the route, is logged
+// as an error, in full, on our side, with the trace id the client is told
+// to quote.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -161,17 +164,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		if isOpenAIRoute(c) {
-			writeOAIError(c, err)
+			logFailure(log, c, writeOAIError(c, err), err)
 			return
 		}
 		p := problemOf(err)
 		status, code := p.Status, p.Code
 		trace := traceIDOf(c)
-		if status >= 500 {
-			log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
-				slog.String("trace_id", trace), slog.String("method", c.Request().Method),
-				slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
-		}
+		logFailure(log, c, status, err)
 		h := c.Response().Header()
 		if status == http.StatusUnauthorized {
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
@@ -186,6 +185,39 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		_ = c.JSON(status, p)
+	}
+}
+
+// ctxLogged marks a request whose failure is already logged.
+const ctxLogged = "tollgate.failure_logged"
+
+// logFailure logs an answer of status 500 or above with its trace id; a
+// 4xx is the client's to fix and is only counted.
+func logFailure(log *slog.Logger, c echo.Context, status int, err error) {
+	if status < 500 {
+		return
+	}
+	c.Set(ctxLogged, true)
+	log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+		slog.String("trace_id", traceIDOf(c)), slog.String("method", c.Request().Method),
+		slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
+}
+
+// logServerErrors logs every answer of 500 or above that no error was
+// logged for: one a handler wrote itself (/readyz's 503, the console's
+// own), so that no 5xx on any route leaves the trace id the client holds
+// out of the logs.
+func logServerErrors(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			if status := c.Response().Status; err == nil && status >= 500 && c.Get(ctxLogged) == nil {
+				log.LogAttrs(c.Request().Context(), slog.LevelError, "request answered with a server error",
+					slog.String("trace_id", traceIDOf(c)), slog.String("method", c.Request().Method),
+					slog.String("route", c.Path()), slog.Int("status", status))
+			}
+			return err
+		}
 	}
 }
 

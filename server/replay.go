@@ -219,7 +219,7 @@ func getAudit(d *Deps) echo.HandlerFunc {
 		if cur := c.QueryParam("cursor"); cur != "" {
 			n, err := strconv.ParseInt(cur, 10, 64)
 			if err != nil || n < 1 {
-				return badRequest("The cursor is not one this service issued.")
+				return badRequest("The cursor is not one this service issued.", tasks.FieldError{Field: "cursor", Message: "not a cursor this service issued"})
 			}
 			f.Before = n
 		}
@@ -251,6 +251,12 @@ func getPrivacy(d *Deps) echo.HandlerFunc {
 	}
 }
 
+type privacyInput struct {
+	RedactionPolicy       string `json:"redaction_policy"`
+	BodyRetentionDays     int    `json:"body_retention_days"`
+	MetadataRetentionDays int    `json:"metadata_retention_days"`
+}
+
 // putPrivacy: PUT /v1/owners/{owner}/privacy (admin). New tasks follow
 // the new policy; stored records keep the one they were written under.
 func putPrivacy(d *Deps) echo.HandlerFunc {
@@ -258,11 +264,7 @@ func putPrivacy(d *Deps) echo.HandlerFunc {
 		if err := requireRole(c, accounts.RoleAdmin); err != nil {
 			return err
 		}
-		var in struct {
-			RedactionPolicy       string `json:"redaction_policy"`
-			BodyRetentionDays     int    `json:"body_retention_days"`
-			MetadataRetentionDays int    `json:"metadata_retention_days"`
-		}
+		var in privacyInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &in); err != nil {
 			return err
 		}

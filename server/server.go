@@ -91,7 +91,10 @@ func New(d Deps) *echo.Echo {
 		d.Metrics = metrics.New()
 	}
 	d.authLimit = newAuthLimiter(d.AuthFailures, time.Minute, time.Now)
-	e.Use(traceID, countRequests(d.Metrics), recoverPanics)
+	// checkParams guards every route, the console's included: no query
+	// parameter, path segment or read header with a NUL or invalid UTF-8
+	// reaches a handler.
+	e.Use(traceID, logServerErrors(d.Logger), countRequests(d.Metrics), recoverPanics, checkParams)
 	registerRoutes(e, &d)
 	mountConsole(e, &d)
 	return e

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,14 @@ type taskList struct {
 	NextCursor *string      `json:"next_cursor"`
 }
 
+// taskInput is the body of POST /v1/tasks.
+type taskInput struct {
+	tasks.Request
+	// A route may run as a task: {"route": "draft-reply", "input": {...}}.
+	Route string         `json:"route"`
+	Input map[string]any `json:"input"`
+}
+
 // createTask: POST /v1/tasks.
 func createTask(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -29,12 +38,7 @@ func createTask(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var body struct {
-			tasks.Request
-			// A route may run as a task: {"route": "draft-reply", "input": {...}}.
-			Route string         `json:"route"`
-			Input map[string]any `json:"input"`
-		}
+		var body taskInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
 		}
@@ -77,19 +81,24 @@ func createTask(d *Deps) echo.HandlerFunc {
 }
 
 // preferWait reads RFC 7240 "wait=N" from a Prefer header. Other
-// preferences are ignored, as the RFC allows; N is capped at max.
+// preferences are ignored, as the RFC allows; N is capped at max before
+// any arithmetic, so a huge N waits max, never a negative or overflowed
+// time.
 func preferWait(h string, max time.Duration) (d time.Duration, set bool, err error) {
 	for _, pref := range strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ';' }) {
 		name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
 		if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
 			continue
 		}
-		n, perr := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`))
-		if perr != nil || n < 0 {
+		n, perr := strconv.ParseUint(strings.Trim(strings.TrimSpace(val), `"`), 10, 64)
+		if perr != nil && !errors.Is(perr, strconv.ErrRange) {
 			return 0, false, badRequest("Prefer: wait must be a non-negative whole number of seconds.",
 				tasks.FieldError{Field: "Prefer", Message: "wait must be a non-negative integer"})
 		}
-		return min(time.Duration(n)*time.Second, max), true, nil
+		if perr != nil || n > uint64(max/time.Second) {
+			return max, true, nil
+		}
+		return time.Duration(n) * time.Second, true, nil
 	}
 	return 0, false, nil
 }

@@ -183,7 +183,7 @@ type SearchFilter struct {
 	Model   string
 	Status  Status
 	// Query matches a task id, an idempotency key, or words of the stored
-	// (redacted) request.
+	// (redacted) request within its first SearchPrefixChars characters.
 	Query  string
 	Cursor string
 	Limit  int
@@ -227,6 +227,17 @@ func (b *sqlBuilder) arg(v any) string {
 	b.args = append(b.args, v)
 	return fmt.Sprintf("$%d", len(b.args))
 }
+
+// searchDocument is what support's word search matches: the first
+// SearchPrefixChars characters of the stored request, the expression of
+// the tasks_request_text index (migration 000128). A whole request could
+// pass to_tsvector's 1 MiB limit and fail its INSERT.
+const searchDocument = "to_tsvector('simple', left(request::text, 65536))"
+
+// SearchPrefixChars is how many characters of a stored request (as JSON
+// text) the word search covers; searchDocument spells it out for the
+// index to match.
+const SearchPrefixChars = 65536
 
 // searchSQL is Search's statement for f; key is f.Query as an idempotency
 // key is stored (StoredKey).
@@ -283,7 +294,7 @@ func searchSQL(f SearchFilter, key string, after cursor, limit int) sqlBuilder {
 	}
 	arms = append(arms,
 		"SELECT id FROM tasks WHERE "+cond+" AND (owner_id, idempotency_key) IN ("+owners+")",
-		"(SELECT id FROM tasks WHERE "+cond+" AND to_tsvector('simple', request::text) @@ plainto_tsquery('simple', "+qa+")"+order+")")
+		"(SELECT id FROM tasks WHERE "+cond+" AND "+searchDocument+" @@ plainto_tsquery('simple', "+qa+")"+order+")")
 	b.sql = `SELECT ` + taskColumns + ` FROM tasks WHERE id IN (` + strings.Join(arms, " UNION ") + `)` + order
 	return b
 }
