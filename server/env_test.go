@@ -187,7 +187,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat.PassThrough = o.passThrough
+	if o.passThrough {
+		cat.PassThrough = true
+	}
 	clients, err := cat.Clients(fakeSrv.Client(), fakeSrv.URL)
 	if err != nil {
 		t.Fatal(err)

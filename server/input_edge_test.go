@@ -38,7 +38,7 @@ func TestNumbersFieldNamesAndWaitsAtTheEdge(t *testing.T) {
 		}
 	}
 	var maxTokens int64
-	if err := e.pool.QueryRow(context.Background(), `SELECT (request->>'max_tokens')::bigint FROM tasks WHERE idempotency_key = 'ok-1'`).Scan(&maxTokens); err != nil || maxTokens != 1000 {
+	if err := e.pool.QueryRow(context.Background(), `SELECT (request->>'max_tokens')::bigint FROM tasks WHERE idempotency_key = $1`, e.tasks.StoredKey("ok-1")).Scan(&maxTokens); err != nil || maxTokens != 1000 {
 		t.Errorf("stored max_tokens = %d (%v), want 1000", maxTokens, err)
 	}
 
