@@ -82,7 +82,11 @@ func Setup(ctx context.Context, getenv func(string) string, serviceName, version
 		if u, err := url.Parse(endpoint); err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("tracing: OTLP endpoint %q is not an absolute URL such as http://collector:4318", logsafe.URL(endpoint))
 		}
-		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+		client, err := exportClient(getenv)
+		if err != nil {
+			return nil, err
+		}
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithHTTPClient(client))
 		if err != nil {
 			return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 		}

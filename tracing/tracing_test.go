@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -161,5 +162,41 @@ func TestSetupRejectsBadEndpoint(t *testing.T) {
 	restoreGlobals(t)
 	if _, err := tracing.Setup(context.Background(), env(map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}), "tollgate-test", "v0"); err == nil {
 		t.Error("Setup accepted an endpoint without a scheme, want an error")
+	}
+}
+
+// TestExportNeverFollowsARedirect: a collector answering 307 or 308 gets
+// the spans' export refused, and the location it names receives nothing,
+// neither the spans nor the exporter's headers.
+func TestExportNeverFollowsARedirect(t *testing.T) {
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			restoreGlobals(t)
+			var mu sync.Mutex
+			elsewhere := 0
+			target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+				mu.Lock()
+				elsewhere++
+				mu.Unlock()
+			}))
+			defer target.Close()
+			collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.URL+"/v1/traces", status)
+			}))
+			defer collector.Close()
+
+			shutdown, err := tracing.Setup(context.Background(), env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}), "tollgate-test", "v0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := tracing.Tracer().Start(context.Background(), "request")
+			span.End()
+			_ = shutdown(context.Background()) // the export fails: that is the point
+			mu.Lock()
+			defer mu.Unlock()
+			if elsewhere != 0 {
+				t.Errorf("the redirect's target received %d requests, want 0", elsewhere)
+			}
+		})
 	}
 }
