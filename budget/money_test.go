@@ -243,7 +243,7 @@ func TestImplausibleSettlementIsCappedAtTheReservation(t *testing.T) {
 				}
 			}
 			ss := []budget.Settlement{
-				{TaskID: lie, Model: "m", InputTokens: budget.MaxUsageTokens, Source: budget.SourceReported, CostMicros: 5000, Implausible: true},
+				{TaskID: lie, Model: "m", InputTokens: budget.MaxUsageTokens, Source: budget.SourceReported, CostMicros: 5000, ChargeCapMicros: ptr(100)},
 				{TaskID: honest, Model: "m", Source: budget.SourceReported, CostMicros: 300},
 			}
 			var out []budget.Settled
@@ -425,3 +425,5 @@ func end(ctx context.Context, tx pgx.Tx, id, status string) error {
 		WHERE id = $1`, id, status)
 	return err
 }
+
+func ptr(v int64) *int64 { return &v }

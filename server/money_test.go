@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
@@ -210,4 +211,37 @@ func TestTaskEndingWithACallInFlightIsSettledAsPossiblyCharged(t *testing.T) {
 			e.checkInvariants()
 		})
 	}
+}
+
+// An implausible report caps only its own part of the charge: the lie is
+// charged at most the reservation, and each earlier ambiguous attempt is
+// charged as it is on any success (its worst case, the reservation), the
+// rest of the cost recorded as shortfall.
+func TestImplausibleUsageAfterAnAmbiguousAttemptChargesBoth(t *testing.T) {
+	t.Parallel()
+	// taskBody("abcdefgh", 100) reserves (2+4)×1 + 100×2 = 206 micros.
+	const reserved = 206
+	e := newEnv(t, envOptions{maxAttempts: 3, requestTimeout: 300 * time.Millisecond})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Hang: true},
+		openAIAnswer(`{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}`))
+	task := e.waitFinished(key, e.submit(key, "k", taskBody("abcdefgh", 100)))
+	if task.Status != "succeeded" || task.Attempts != 2 {
+		t.Fatalf("task %s after %d attempts, error %+v; want succeeded after 2", task.Status, task.Attempts, task.Error)
+	}
+	const cost = 3_000_000_000 + reserved // usage at the bound, plus the ambiguous call's worst case
+	const charged = reserved + reserved   // the lie at most its reservation, plus the ambiguous call
+	if task.Result.CostMicros != cost {
+		t.Errorf("cost %d, want %d", task.Result.CostMicros, cost)
+	}
+	id := "'" + task.ID + "'"
+	e.expectScalars([]scalarCheck{
+		{"charged", `SELECT charged_micros FROM usage_records WHERE task_id = ` + id, charged},
+		{"shortfall", `SELECT shortfall_micros FROM usage_records WHERE task_id = ` + id, cost - charged},
+		{"labelled possibly_charged", `SELECT count(*) FROM usage_records WHERE task_id = ` + id + ` AND source = 'possibly_charged'`, 1},
+		{"spent", `SELECT spent_micros FROM budget_periods WHERE owner_id = 'acme'`, charged},
+		{"settled in the ledger", `SELECT sum(amount_micros) FROM budget_ledger WHERE task_id = ` + id + ` AND kind = 'settle'`, charged},
+		{"flagged attempts", `SELECT count(*) FROM task_attempts WHERE task_id = ` + id + ` AND usage_implausible`, 1},
+	})
+	e.checkInvariants()
 }
