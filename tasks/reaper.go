@@ -22,7 +22,9 @@ const reapGrace = 5 * time.Minute
 // them: held by a finished task (which only a bug or a hand edit leaves),
 // or by a task long past its deadline (whose job was lost). Each is closed
 // with ledger rows, like any settlement, and counted as an orphan: an
-// orphan is an alarm, not a silent fix. It returns how many it closed.
+// orphan is an alarm, not a silent fix. An unfinished task with a kept
+// answer succeeds with it (reapKept); any other unfinished task fails. It
+// returns how many it closed.
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
@@ -65,6 +67,10 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands.
 				_, err := s.closeMoney(ctx, tx, t, charged)
+				return err
+			}
+			// An answer kept and never recorded is the task's success.
+			if final, err = s.reapKept(ctx, tx, t, ev); err != nil || final != nil {
 				return err
 			}
 			lastClass := jc.lastClass
