@@ -21,9 +21,9 @@ func openAIAnswer(usage string) fake.Scripted {
 // A usage report beyond any sane bound is a lie, never a reason to call
 // again: the task succeeds on the one call it made, charged at most its
 // reservation, the rest recorded as shortfall, its journal entry flagged
-// with the figures as reported, and the metric counts it. Before, the cost
-// wrapped (negative, tiny) or the answer was refused, the settlement or
-// the answer failed, and the provider was called again.
+// with the figures as reported, and the metric counts it. The cost never
+// wraps (negative, tiny), the answer is never refused, and the provider is
+// never called again.
 func TestImplausibleUsageIsChargedOnceAndFlagged(t *testing.T) {
 	t.Parallel()
 	// taskBody("abcdefgh", 100) reserves (2+4)×1 + 100×2 = 206 micros.
@@ -106,11 +106,10 @@ func TestPlausibleUsageIsNotFlagged(t *testing.T) {
 }
 
 // "Unlimited" is the maximum total: a budget set to it through the API
-// settles and alerts like any other. int64's maximum, the obvious
-// "unlimited" of old, was accepted and then failed every settlement (its
-// alert comparison overflowed a bigint); it is a 400 naming the field, as
-// is every total or top-up beyond the maximum. A top-up near int64's
-// maximum was a 500.
+// settles and alerts like any other. int64's maximum, which leaves no room
+// for the arithmetic on it (an alert comparison would overflow a bigint),
+// is a 400 naming the field, as is every total or top-up beyond the
+// maximum, a top-up near int64's maximum included.
 func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -166,8 +165,8 @@ func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 // A task that ends with a call still "sent" in its journal (its run died
 // mid-call, and the provider may have billed it) is settled as possibly
 // charged, never released as if nothing was spent: by the reaper past its
-// deadline, and by a cancel. Before, both released the reservation, and
-// `budget verify` said ok.
+// deadline, and by a cancel; `budget verify` finds a task released after
+// such a call.
 func TestTaskEndingWithACallInFlightIsSettledAsPossiblyCharged(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
