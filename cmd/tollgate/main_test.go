@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate/tollgate/internal/logbuf"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/internal/logbuf"
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/migrations"
 )
