@@ -149,9 +149,10 @@ func TestFailedRecordingKeepsTheAnswer(t *testing.T) {
 }
 
 // A task whose outcome was never recorded is not released uncharged by the
-// reaper: a call journalled "sent", an answer kept, or a River run that
-// ended without recording may each have been charged, and the task is
-// settled as possibly charged for its reservation.
+// reaper: a call journalled "sent", an answer kept that cannot be opened,
+// or a River run that ended without recording may each have been charged,
+// and the task is settled as possibly charged for its reservation; no
+// kept answer outlives it.
 func TestReaperNeverReleasesAPossibleCallUncharged(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -205,6 +206,9 @@ func TestReaperNeverReleasesAPossibleCallUncharged(t *testing.T) {
 			task := e.waitFinished(key, id)
 			if task.Status != tasks.StatusFailed {
 				t.Errorf("task %s, want failed", task.Status)
+			}
+			if got := e.scalar(`SELECT count(*) FROM task_kept_answers`); got != 0 {
+				t.Errorf("%d kept answers left, want none: settled with the task", got)
 			}
 			e.checkInvariants()
 		})
@@ -290,4 +294,57 @@ func TestReaperRecordsAKeptAnswer(t *testing.T) {
 			e.checkInvariants()
 		})
 	}
+}
+
+// When the reaper cannot record a kept answer (what failed the run's
+// recording fails it again), the task is failed and settled as possibly
+// charged, as for any call whose outcome was never recorded, the kept copy
+// goes with it, and the reaper goes on to the next task.
+func TestReaperFailsATaskWhoseKeptAnswerCannotBeRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	// Every settlement at the reported usage fails; one as possibly
+	// charged passes.
+	_, err := e.pool.Exec(t.Context(), `
+		CREATE FUNCTION test_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.source = 'reported' THEN
+				RAISE EXCEPTION 'injected fault' USING ERRCODE = 'check_violation';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_fault BEFORE INSERT ON usage_records FOR EACH ROW EXECUTE FUNCTION test_fault();`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{e.submit(key, "k1", taskBody("abcdefgh", 100)), e.submit(key, "k2", taskBody("abcdefgh", 100))}
+	answer := `{"content":"` + theAnswer + `","finish_reason":"stop","status":200,"usage":{"input_tokens":6,"output_tokens":3}}`
+	for _, id := range ids {
+		if _, err := e.pool.Exec(t.Context(), `
+			WITH k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, 1, false, 'test-model', now(), interval '1 second', $2))
+			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
+			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: record outcome: conn closed', 'trace', '')]
+			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, id, testSealer(t).Seal([]byte(answer), []byte(id))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET deadline_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := e.tasks.ReapOnce(t.Context()); err != nil || n != 2 {
+		t.Fatalf("ReapOnce = %d, %v; want both tasks", n, err)
+	}
+	for _, id := range ids {
+		if task := e.waitFinished(key, id); task.Status != tasks.StatusFailed {
+			t.Errorf("task %s, want failed", task.Status)
+		}
+	}
+	e.expectScalars([]scalarCheck{
+		{"reservations settled", `SELECT count(*) FROM budget_reservations WHERE state = 'settled'`, 2},
+		{"usage records possibly_charged", `SELECT count(*) FROM usage_records WHERE source = 'possibly_charged'`, 2},
+		{"kept answers left", `SELECT count(*) FROM task_kept_answers`, 0},
+	})
+	e.checkInvariants()
 }
