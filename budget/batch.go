@@ -113,10 +113,10 @@ type Settlements struct {
 }
 
 // Add adds s, whose answer Queue's results fill in out. It returns
-// ErrInvalid for a negative cost or token count.
+// ErrInvalid for a negative cost, token count or cap.
 func (ss *Settlements) Add(s Settlement, out *Settled) error {
-	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
-		return fmt.Errorf("%w: negative settlement", ErrInvalid)
+	if err := s.valid(); err != nil {
+		return err
 	}
 	ss.list = append(ss.list, s)
 	ss.outs = append(ss.outs, out)
@@ -137,12 +137,12 @@ func (ss *Settlements) Len() int { return len(ss.list) }
 // where a shortfall is charged up to the headroom and recorded. The alerts
 // a batch fired are all told in the first member's answer.
 func (ss *Settlements) Queue(b *pgx.Batch, thresholds []int) {
-	// A settlement of an implausible usage report is capped at its own
-	// reservation: it is settled by its own statement, in the same
-	// transaction, and the batch takes the others. Such reports are rare.
+	// A settlement with a charge cap (an implausible usage report's) is
+	// settled by its own statement, in the same transaction, and the
+	// batch takes the others. Such reports are rare.
 	list, outs := ss.list[:0:0], ss.outs[:0:0]
 	for i, s := range ss.list {
-		if s.Implausible {
+		if s.ChargeCapMicros != nil {
 			_ = queueSettle(b, s, thresholds, true, ss.outs[i])
 			continue
 		}

@@ -27,8 +27,9 @@ const (
 	// MaxUsageTokens is the most tokens one call may plausibly report, per
 	// figure (input, output): 10^9, a hundred times the largest context
 	// window offered today. A report beyond it is a lie, never a reason to
-	// call again: the charge is capped at the reservation, the rest is
-	// recorded as shortfall and the attempt flagged (Settlement.Implausible).
+	// call again: the report's charge is capped at the reservation
+	// (Settlement.ChargeCapMicros), the rest is recorded as shortfall and
+	// the attempt flagged.
 	MaxUsageTokens int64 = 1_000_000_000
 )
 

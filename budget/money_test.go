@@ -16,8 +16,8 @@ import (
 	"github.com/tollgate/tollgate/internal/testdb"
 )
 
-// A cost that does not fit an int64 saturates: it wrapped, and a price
-// large enough made a reservation of one micro, or a negative cost.
+// A cost that does not fit an int64 saturates, never wraps: a wrapped
+// product is a reservation of one micro, or a negative cost.
 func TestPriceCostNeverWraps(t *testing.T) {
 	t.Parallel()
 	maxP := budget.MaxPricePerMTok
@@ -31,7 +31,7 @@ func TestPriceCostNeverWraps(t *testing.T) {
 		{"huge price, few tokens: exact", budget.Price{InputPerMTok: math.MaxInt64, OutputPerMTok: math.MaxInt64}, 4, 1000, 9_260_265_525_002_195},
 		{"huge price, huge usage", budget.Price{InputPerMTok: math.MaxInt64, OutputPerMTok: math.MaxInt64}, math.MaxInt64, math.MaxInt64, math.MaxInt64},
 		{"huge usage", budget.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, math.MaxInt64, math.MaxInt64, math.MaxInt64},
-		{"product of 2^64, which wrapped to 0", budget.Price{OutputPerMTok: 1 << 62}, 0, 4, 18_446_744_073_710},
+		{"product of 2^64, 0 when wrapped", budget.Price{OutputPerMTok: 1 << 62}, 0, 4, 18_446_744_073_710},
 		{"just fits", budget.Price{InputPerMTok: 1_000_000}, math.MaxInt64, 0, math.MaxInt64},
 		{"negative counts count as zero", budget.Price{InputPerMTok: 1_000_000}, -5, 0, 0},
 	}
@@ -89,8 +89,9 @@ func TestPricesBeyondTheBoundAreRefused(t *testing.T) {
 }
 
 // An unlimited total (the maximum) settles, and alerts at its thresholds:
-// an alert's comparison overflowed a bigint, every settlement failed, and
-// the provider's answer was lost.
+// the alert comparison is in numeric, where a bigint would overflow, fail
+// the settlement and lose the provider's answer. So does int64's maximum
+// when a database holds it (set by SQL, above the bound).
 func TestUnlimitedTotalSettlesAndAlerts(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -243,7 +244,7 @@ func TestImplausibleSettlementIsCappedAtTheReservation(t *testing.T) {
 				}
 			}
 			ss := []budget.Settlement{
-				{TaskID: lie, Model: "m", InputTokens: budget.MaxUsageTokens, Source: budget.SourceReported, CostMicros: 5000, Implausible: true},
+				{TaskID: lie, Model: "m", InputTokens: budget.MaxUsageTokens, Source: budget.SourceReported, CostMicros: 5000, ChargeCapMicros: ptr(100)},
 				{TaskID: honest, Model: "m", Source: budget.SourceReported, CostMicros: 300},
 			}
 			var out []budget.Settled
@@ -425,3 +426,5 @@ func end(ctx context.Context, tx pgx.Tx, id, status string) error {
 		WHERE id = $1`, id, status)
 	return err
 }
+
+func ptr(v int64) *int64 { return &v }

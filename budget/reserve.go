@@ -287,10 +287,20 @@ type Settlement struct {
 	OutputTokens int64
 	Source       Source
 	CostMicros   int64
-	// Implausible: the cost rests on a usage report beyond any sane bound
-	// (PlausibleUsage). The charge is then capped at the reservation, not
-	// at the budget's headroom, and the rest recorded as shortfall.
-	Implausible bool
+	// ChargeCapMicros, when not nil, is the most the settlement charges,
+	// whatever the headroom; the rest of the cost is recorded as
+	// shortfall. A cost resting on a usage report beyond any sane bound
+	// (PlausibleUsage) carries one: the report is charged at most the
+	// reservation, anything else in the cost as usual.
+	ChargeCapMicros *int64
+}
+
+// valid returns ErrInvalid for a negative cost, token count or cap.
+func (s Settlement) valid() error {
+	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 || (s.ChargeCapMicros != nil && *s.ChargeCapMicros < 0) {
+		return fmt.Errorf("%w: negative settlement", ErrInvalid)
+	}
+	return nil
 }
 
 // Settled is what a settlement moved, and the alerts it crossed.
@@ -331,8 +341,8 @@ func QueueSettle(b *pgx.Batch, s Settlement, thresholds []int, out *Settled) err
 }
 
 func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *Settled) error {
-	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 {
-		return fmt.Errorf("%w: negative settlement", ErrInvalid)
+	if err := s.valid(); err != nil {
+		return err
 	}
 	// One statement: it closes the reservation; locks its balance rows in
 	// the lock order of balance rows, FOR NO KEY UPDATE rather than FOR UPDATE (a reservation of the
@@ -357,7 +367,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 			ORDER BY b.workload <> '', b.id FOR NO KEY UPDATE OF b
 		), m AS (
 			SELECT r.owner_id, r.amount_micros AS amount,
-			       LEAST($7::bigint, (SELECT min(headroom) FROM locked), CASE WHEN $10 THEN r.amount_micros END) AS charged FROM r
+			       LEAST($7::bigint, (SELECT min(headroom) FROM locked), $10::bigint) AS charged FROM r
 		), p AS (
 			UPDATE budget_periods b SET `+setFromLocked+`, reserved_micros = k.reserved_micros - m.amount, spent_micros = k.spent_micros + m.charged
 			FROM m, locked k WHERE b.id = k.id
@@ -380,7 +390,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 		LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
 		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
 		ORDER BY a.id, a.threshold_pct`,
-		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort, s.Implausible,
+		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort, s.ChargeCapMicros,
 	).Query(func(rows pgx.Rows) error {
 		err := scanSettled(rows, s.CostMicros, out)
 		if isCode(err, codeNoReservation) || errors.Is(err, ErrNotFound) {

@@ -30,9 +30,10 @@ import (
 )
 
 // Bounds of a route's guards, so that counting stays in range: the counts
-// are compared with an integer column (a larger limit cannot be sent as
-// one, and every call failed), and a window is a time.Duration (a larger
-// one wrapped negative, and every request opened a new window).
+// are compared with an integer column, so a limit must fit one, and a
+// window becomes a time.Duration, so at most a year (366 days) keeps it
+// far inside that type's range. A route beyond either bound is refused,
+// naming the route and the field.
 const (
 	maxGuardCount   = 1_000_000_000
 	maxGuardWindowS = 366 * 24 * 3600

@@ -56,8 +56,8 @@ routes:
 		{"json output without schema", "output: {type: text, max_length: 100}", "output: {type: json}", `"r1"): output.schema`},
 		{"deadline out of range", "deadline_ms: 1000", "deadline_ms: 5", `"r1"): deadline_ms`},
 		{"bad input type", "type: string, max_length: 10", "type: date", `"r1"): input[0].type`},
-		// Beyond an integer column, every call was a 500; a window beyond a
-		// time.Duration wrapped negative and limited nothing.
+		// A count must fit an integer column and a window a
+		// time.Duration: beyond the bounds a route is refused.
 		{"daily calls beyond the bound", "on_failure: fallback", "on_failure: fallback\n    guards: {daily_calls: 3000000000}", `"r1"): guards.daily_calls: must be 0-1000000000`},
 		{"rate window beyond the bound", "on_failure: fallback", "on_failure: fallback\n    guards: {rate_limit: {requests: 5, window_s: 9300000000}}", `"r1"): guards.rate_limit`},
 		{"rate requests beyond the bound", "on_failure: fallback", "on_failure: fallback\n    guards: {rate_limit: {requests: 3000000000, window_s: 60}}", `"r1"): guards.rate_limit`},

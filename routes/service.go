@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tollgate/tollgate/redact"
 	"log/slog"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/circuit"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/tasks"
 )
 

@@ -1,13 +1,13 @@
 package server
 
 import (
-	"github.com/tollgate/tollgate/redact"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/redact"
 )
 
 type limitInput struct {

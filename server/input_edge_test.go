@@ -214,8 +214,8 @@ func TestServerErrorsAreLoggedWithTheirTraceID(t *testing.T) {
 }
 
 // The largest prompt the body limit admits is stored and searchable: 840
-// KB of distinct numbers once failed the task's INSERT because its
-// tsvector passed PostgreSQL's 1 MiB limit. The word search covers the
+// KB of distinct numbers, whose whole tsvector would pass PostgreSQL's
+// 1 MiB limit and fail the task's INSERT. The word search covers the
 // first tasks.SearchPrefixChars characters of the stored request, the
 // expression its index is built on.
 func TestLargestAdmittedRequestIsStoredAndSearchable(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
@@ -20,9 +21,9 @@ func openAIAnswer(usage string) fake.Scripted {
 // A usage report beyond any sane bound is a lie, never a reason to call
 // again: the task succeeds on the one call it made, charged at most its
 // reservation, the rest recorded as shortfall, its journal entry flagged
-// with the figures as reported, and the metric counts it. Before, the cost
-// wrapped (negative, tiny) or the answer was refused, the settlement or
-// the answer failed, and the provider was called again.
+// with the figures as reported, and the metric counts it. The cost never
+// wraps (negative, tiny), the answer is never refused, and the provider is
+// never called again.
 func TestImplausibleUsageIsChargedOnceAndFlagged(t *testing.T) {
 	t.Parallel()
 	// taskBody("abcdefgh", 100) reserves (2+4)×1 + 100×2 = 206 micros.
@@ -105,11 +106,10 @@ func TestPlausibleUsageIsNotFlagged(t *testing.T) {
 }
 
 // "Unlimited" is the maximum total: a budget set to it through the API
-// settles and alerts like any other. int64's maximum, the obvious
-// "unlimited" of old, was accepted and then failed every settlement (its
-// alert comparison overflowed a bigint); it is a 400 naming the field, as
-// is every total or top-up beyond the maximum. A top-up near int64's
-// maximum was a 500.
+// settles and alerts like any other. int64's maximum, which leaves no room
+// for the arithmetic on it (an alert comparison would overflow a bigint),
+// is a 400 naming the field, as is every total or top-up beyond the
+// maximum, a top-up near int64's maximum included.
 func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -165,8 +165,8 @@ func TestBudgetTotalsAndTopupsAtTheEdges(t *testing.T) {
 // A task that ends with a call still "sent" in its journal (its run died
 // mid-call, and the provider may have billed it) is settled as possibly
 // charged, never released as if nothing was spent: by the reaper past its
-// deadline, and by a cancel. Before, both released the reservation, and
-// `budget verify` said ok.
+// deadline, and by a cancel; `budget verify` finds a task released after
+// such a call.
 func TestTaskEndingWithACallInFlightIsSettledAsPossiblyCharged(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -210,4 +210,37 @@ func TestTaskEndingWithACallInFlightIsSettledAsPossiblyCharged(t *testing.T) {
 			e.checkInvariants()
 		})
 	}
+}
+
+// An implausible report caps only its own part of the charge: the lie is
+// charged at most the reservation, and each earlier ambiguous attempt is
+// charged as it is on any success (its worst case, the reservation), the
+// rest of the cost recorded as shortfall.
+func TestImplausibleUsageAfterAnAmbiguousAttemptChargesBoth(t *testing.T) {
+	t.Parallel()
+	// taskBody("abcdefgh", 100) reserves (2+4)×1 + 100×2 = 206 micros.
+	const reserved = 206
+	e := newEnv(t, envOptions{maxAttempts: 3, requestTimeout: 300 * time.Millisecond})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(fake.Scripted{Hang: true},
+		openAIAnswer(`{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}`))
+	task := e.waitFinished(key, e.submit(key, "k", taskBody("abcdefgh", 100)))
+	if task.Status != "succeeded" || task.Attempts != 2 {
+		t.Fatalf("task %s after %d attempts, error %+v; want succeeded after 2", task.Status, task.Attempts, task.Error)
+	}
+	const cost = 3_000_000_000 + reserved // usage at the bound, plus the ambiguous call's worst case
+	const charged = reserved + reserved   // the lie at most its reservation, plus the ambiguous call
+	if task.Result.CostMicros != cost {
+		t.Errorf("cost %d, want %d", task.Result.CostMicros, cost)
+	}
+	id := "'" + task.ID + "'"
+	e.expectScalars([]scalarCheck{
+		{"charged", `SELECT charged_micros FROM usage_records WHERE task_id = ` + id, charged},
+		{"shortfall", `SELECT shortfall_micros FROM usage_records WHERE task_id = ` + id, cost - charged},
+		{"labelled possibly_charged", `SELECT count(*) FROM usage_records WHERE task_id = ` + id + ` AND source = 'possibly_charged'`, 1},
+		{"spent", `SELECT spent_micros FROM budget_periods WHERE owner_id = 'acme'`, charged},
+		{"settled in the ledger", `SELECT sum(amount_micros) FROM budget_ledger WHERE task_id = ` + id + ` AND kind = 'settle'`, charged},
+		{"flagged attempts", `SELECT count(*) FROM task_attempts WHERE task_id = ` + id + ` AND usage_implausible`, 1},
+	})
+	e.checkInvariants()
 }

@@ -149,9 +149,10 @@ func TestFailedRecordingKeepsTheAnswer(t *testing.T) {
 }
 
 // A task whose outcome was never recorded is not released uncharged by the
-// reaper: a call journalled "sent", an answer kept, or a River run that
-// ended without recording may each have been charged, and the task is
-// settled as possibly charged for its reservation.
+// reaper: a call journalled "sent", an answer kept that cannot be opened,
+// or a River run that ended without recording may each have been charged,
+// and the task is settled as possibly charged for its reservation; no
+// kept answer outlives it.
 func TestReaperNeverReleasesAPossibleCallUncharged(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -206,7 +207,144 @@ func TestReaperNeverReleasesAPossibleCallUncharged(t *testing.T) {
 			if task.Status != tasks.StatusFailed {
 				t.Errorf("task %s, want failed", task.Status)
 			}
+			if got := e.scalar(`SELECT count(*) FROM task_kept_answers`); got != 0 {
+				t.Errorf("%d kept answers left, want none: settled with the task", got)
+			}
 			e.checkInvariants()
 		})
 	}
+}
+
+// An answer kept and never recorded is not thrown away by the reaper: when
+// the task's job is lost, the reaper records the kept answer as the task's
+// success, as a run of the task would, without a call: settled at the
+// reported usage, the kept copy gone. A call left "sent" beside it is
+// journalled ambiguous and the settlement counts it (possibly_charged, the
+// reservation added).
+func TestReaperRecordsAKeptAnswer(t *testing.T) {
+	t.Parallel()
+	// taskBody("abcdefgh", 100) reserves (2+4)×1 + 100×2 = 206 micros;
+	// the answer's 6+3 tokens cost 6×1 + 3×2 = 12.
+	const reserved, cost = 206, 12
+	cases := []struct {
+		name       string
+		leave      string // SQL ($1 the task id, $2 the sealed answer) leaving the kept answer
+		attempts   int64
+		wantSource string
+		wantCost   int64
+	}{
+		{"kept by a River run", `
+			WITH k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, 1, false, 'test-model', now(), interval '1 second', $2))
+			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
+			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: record outcome: conn closed', 'trace', '')]
+			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, 1, "reported", cost},
+		{"kept by a run on arrival", `
+			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1')),
+			     k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, NULL, true, 'test-model', now(), interval '1 second', $2))
+			UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid`, 1, "reported", cost},
+		{"kept after a call left sent", `
+			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1'), ($1::uuid, 2, 'default', 'test-model', $1::text || ':2')),
+			     k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 2, NULL, true, 'test-model', now(), interval '1 second', $2))
+			UPDATE tasks SET status = 'running', attempts = 2 WHERE id = $1::uuid`, 2, "possibly_charged", cost + reserved},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{noWorkers: true})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			id := e.submit(key, "k", taskBody("abcdefgh", 100))
+			answer := `{"content":"` + theAnswer + `","finish_reason":"stop","status":200,"usage":{"input_tokens":6,"output_tokens":3}}`
+			if _, err := e.pool.Exec(t.Context(), c.leave, id, testSealer(t).Seal([]byte(answer), []byte(id))); err != nil {
+				t.Fatal(err)
+			}
+			// Its job lost, the task is long past its deadline.
+			if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET deadline_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := e.tasks.ReapOnce(t.Context()); err != nil || n != 1 {
+				t.Fatalf("ReapOnce = %d, %v; want 1", n, err)
+			}
+			task := e.waitFinished(key, id)
+			if task.Status != tasks.StatusSucceeded || task.Result == nil || task.Result.Output != theAnswer {
+				t.Fatalf("task %s, result %+v, error %+v; want succeeded with the kept answer", task.Status, task.Result, task.Error)
+			}
+			if task.Result.CostMicros != c.wantCost || string(task.Result.Usage.Source) != c.wantSource {
+				t.Errorf("cost %d, usage %+v; want %d, %s", task.Result.CostMicros, task.Result.Usage, c.wantCost, c.wantSource)
+			}
+			if n := e.fake.CallCount(); n != 0 {
+				t.Errorf("provider calls = %d, want 0", n)
+			}
+			q := func(sql string) string { return fmt.Sprintf(sql, id) }
+			e.expectScalars([]scalarCheck{
+				{"journal: the kept attempt succeeded", q(`SELECT count(*) FROM task_attempts WHERE task_id = '%s' AND state = 'succeeded'`), 1},
+				{"journal entries", q(`SELECT count(*) FROM task_attempts WHERE task_id = '%s'`), c.attempts},
+				{"journal entries still sent", q(`SELECT count(*) FROM task_attempts WHERE task_id = '%s' AND state = 'sent'`), 0},
+				{"reservation settled", q(`SELECT count(*) FROM budget_reservations WHERE task_id = '%s' AND state = 'settled'`), 1},
+				{"usage records at the result's cost", q(`SELECT count(*) FROM usage_records u JOIN tasks t ON t.id = u.task_id
+					WHERE u.task_id = '%s' AND u.source = '` + c.wantSource + `' AND u.cost_micros = ` + fmt.Sprint(c.wantCost) + `
+					  AND u.charged_micros = u.cost_micros`), 1},
+				{"spent", `SELECT spent_micros FROM budget_periods WHERE owner_id = 'acme'`, c.wantCost},
+				{"kept answers left", `SELECT count(*) FROM task_kept_answers`, 0},
+			})
+			e.checkInvariants()
+		})
+	}
+}
+
+// When the reaper cannot record a kept answer (what failed the run's
+// recording fails it again), the task is failed and settled as possibly
+// charged, as for any call whose outcome was never recorded, the kept copy
+// goes with it, and the reaper goes on to the next task.
+func TestReaperFailsATaskWhoseKeptAnswerCannotBeRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	// Every settlement at the reported usage fails; one as possibly
+	// charged passes.
+	_, err := e.pool.Exec(t.Context(), `
+		CREATE FUNCTION test_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.source = 'reported' THEN
+				RAISE EXCEPTION 'injected fault' USING ERRCODE = 'check_violation';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_fault BEFORE INSERT ON usage_records FOR EACH ROW EXECUTE FUNCTION test_fault();`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{e.submit(key, "k1", taskBody("abcdefgh", 100)), e.submit(key, "k2", taskBody("abcdefgh", 100))}
+	answer := `{"content":"` + theAnswer + `","finish_reason":"stop","status":200,"usage":{"input_tokens":6,"output_tokens":3}}`
+	for _, id := range ids {
+		if _, err := e.pool.Exec(t.Context(), `
+			WITH k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, 1, false, 'test-model', now(), interval '1 second', $2))
+			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
+			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: record outcome: conn closed', 'trace', '')]
+			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, id, testSealer(t).Seal([]byte(answer), []byte(id))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(t.Context(), `UPDATE tasks SET deadline_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := e.tasks.ReapOnce(t.Context()); err != nil || n != 2 {
+		t.Fatalf("ReapOnce = %d, %v; want both tasks", n, err)
+	}
+	for _, id := range ids {
+		if task := e.waitFinished(key, id); task.Status != tasks.StatusFailed {
+			t.Errorf("task %s, want failed", task.Status)
+		}
+	}
+	e.expectScalars([]scalarCheck{
+		{"reservations settled", `SELECT count(*) FROM budget_reservations WHERE state = 'settled'`, 2},
+		{"usage records possibly_charged", `SELECT count(*) FROM usage_records WHERE source = 'possibly_charged'`, 2},
+		{"kept answers left", `SELECT count(*) FROM task_kept_answers`, 0},
+	})
+	e.checkInvariants()
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"github.com/tollgate/tollgate/redact"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/tasks"
 )

@@ -9,13 +9,13 @@ import (
 	"github.com/tollgate/tollgate/provider"
 )
 
-// A reservation never wraps: a price whose cost overflows an int64 made
-// one of one micro. Catalogs refuse such prices at load; should one get
-// through, the reservation saturates above any budget and is refused.
+// A reservation never wraps (a price whose cost overflows an int64 would
+// make one of one micro). Catalogs refuse such prices at load; should one
+// get through, the reservation saturates above any budget and is refused.
 func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 	t.Parallel()
 	huge := catalog.Model{Name: "huge", Provider: "p", OutputMicrosPerMTok: math.MaxInt64}
-	wraps := catalog.Model{Name: "wraps", Provider: "p", OutputMicrosPerMTok: 1 << 62} // × 4 tokens = 2^64, which wrapped to 0
+	wraps := catalog.Model{Name: "wraps", Provider: "p", OutputMicrosPerMTok: 1 << 62} // × 4 tokens = 2^64, 0 when wrapped
 	dear := catalog.Model{Name: "dear", Provider: "p", InputMicrosPerMTok: budget.MaxPricePerMTok, OutputMicrosPerMTok: budget.MaxPricePerMTok}
 	cat := &catalog.Catalog{Providers: []catalog.Provider{{Key: "p", Kind: "openai"}}, Models: []catalog.Model{huge, wraps, dear}}
 	s := &Service{cfg: Config{Catalog: cat, DefaultMaxTokens: 1024}}

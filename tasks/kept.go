@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
 )
@@ -269,6 +270,7 @@ type callEvidence struct {
 	recorded    []int32                  // River runs named by recorded attempts
 	keptRiver   []int32                  // River runs whose answers are kept
 	jobRunning  bool                     // the job is running, or died without a rescue yet
+	traceID     string                   // the job's, for the records of a reaped task
 }
 
 // possibleCalls counts the calls that may have been charged: ambiguous
@@ -292,7 +294,7 @@ func possibleCalls(e callEvidence) int {
 func readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
 	e := callEvidence{ambiguous: ambiguous}
 	var errs []byte
-	var state *string
+	var state, traceID *string
 	err := tx.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'sent'),
 		       (SELECT count(*) FROM task_kept_answers WHERE task_id = $1),
@@ -301,8 +303,9 @@ func readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEv
 		       (SELECT COALESCE(array_agg(river_attempt) FILTER (WHERE river_attempt IS NOT NULL), '{}')
 		          FROM task_kept_answers WHERE task_id = $1),
 		       (SELECT to_jsonb(j.errors) FROM river_job j WHERE j.id = $2),
-		       (SELECT j.state::text FROM river_job j WHERE j.id = $2)`,
-		t.ID, t.jobID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver, &errs, &state)
+		       (SELECT j.state::text FROM river_job j WHERE j.id = $2),
+		       (SELECT COALESCE(j.args->>'trace_id', '') FROM river_job j WHERE j.id = $2)`,
+		t.ID, t.jobID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver, &errs, &state, &traceID)
 	if err != nil {
 		return e, err
 	}
@@ -312,5 +315,71 @@ func readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEv
 		}
 	}
 	e.jobRunning = state != nil && *state == string(rivertype.JobStateRunning)
+	if traceID != nil {
+		e.traceID = *traceID
+	}
 	return e, nil
+}
+
+// reapKept records, in the reaper's transaction tx, the kept answer of t,
+// an unfinished task whose job is lost, as its success: the path a run of
+// the task takes (beginTx, then the success's recording), without a call.
+// Runs that ended unrecorded are journalled ambiguous first, as a run
+// would; the settlement counts them, any other kept answer and a job still
+// running as possibly charged calls. It returns nil and records nothing
+// when no kept answer can be recorded (none, or none that opens; the
+// task's request or model is gone): the reaper then settles the task as
+// possibly charged.
+func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
+	if ev.kept == 0 {
+		return nil, nil
+	}
+	kept, err := s.readKept(ctx, tx, t.ID)
+	if err != nil || len(kept) == 0 {
+		return nil, err
+	}
+	raw, err := s.rawRequest(t)
+	if err != nil {
+		return nil, nil
+	}
+	m, prov, err := s.modelOf(t)
+	if err != nil {
+		return nil, nil
+	}
+	b, err := s.keptAttempt(t, kept[0], raw)
+	if err != nil {
+		return nil, nil
+	}
+	t.Request = raw
+	r := &run{taskID: t.ID, traceID: ev.traceID, errors: ev.riverErrors}
+	if err := s.markInterrupted(ctx, tx, t, m, prov, r, kept); err != nil {
+		return nil, err
+	}
+	st, err := lockAttemptState(ctx, tx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	st.jc.ambiguous += len(kept) - 1
+	if ev.jobRunning {
+		st.jc.ambiguous++
+	}
+	if !b.sent {
+		b.attempt = st.last + 1 // the next free number, as recordOutcome takes it
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "reaper recording a kept answer as the task's success",
+		slog.String("task_id", t.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
+	batch := &pgx.Batch{}
+	var res successResult
+	var settle budget.Settlements
+	if err := s.queueSuccess(batch, &settle, st, r, b, b.fromKept.resp, b.fromKept.latency, &res); err != nil {
+		return nil, err
+	}
+	settle.Queue(batch, s.cfg.AlertThresholds)
+	batch.Queue(forgetKeptSQL, t.ID, nil) // the other copies go with the task's end
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, err
+	}
+	log := s.cfg.Logger.With(slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID),
+		slog.String("model", b.model.Name), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
+	return res.logged(log), nil
 }

@@ -22,7 +22,9 @@ const reapGrace = 5 * time.Minute
 // them: held by a finished task (which only a bug or a hand edit leaves),
 // or by a task long past its deadline (whose job was lost). Each is closed
 // with ledger rows, like any settlement, and counted as an orphan: an
-// orphan is an alarm, not a silent fix. It returns how many it closed.
+// orphan is an alarm, not a silent fix. An unfinished task with a kept
+// answer succeeds with it (reapKept); any other unfinished task fails. It
+// returns how many it closed.
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
@@ -63,8 +65,20 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 				slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("status", string(t.Status)),
 				slog.Int("possible_calls", charged))
 			if t.Status.Final() {
-				// Close the money only; the task's own state stands.
-				_, err := s.closeMoney(ctx, tx, t, charged)
+				// Close the money only; the task's own state stands. A
+				// kept copy left over goes.
+				if _, err := s.closeMoney(ctx, tx, t, charged); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil)
+				return err
+			}
+			// An answer kept and never recorded is the task's success.
+			// Its recording runs under a savepoint: should it fail (what
+			// failed the run's recording may fail it again), the task is
+			// failed below instead, so that one task never stalls the
+			// reaper.
+			if final, err = s.reapKeptSavepoint(ctx, tx, t, ev); err != nil || final != nil {
 				return err
 			}
 			lastClass := jc.lastClass
@@ -76,7 +90,13 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			}
 			f := failureFor(lastClass, jc.lastCode, "deadline")
 			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, charged)
+			if err != nil {
+				return err
+			}
 			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
+			// A kept answer not recorded (it cannot be opened, or its
+			// recording failed) is settled with the task: it goes.
+			_, err = tx.Exec(ctx, forgetKeptSQL, t.ID, nil)
 			return err
 		})
 		if err != nil {
@@ -89,6 +109,31 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 		s.cfg.Metrics.OrphanReaped()
 		s.observe(final)
 	}
+}
+
+// reapKeptSavepoint is reapKept under a savepoint of tx: when recording
+// the kept answer fails, the savepoint is rolled back, the failure logged,
+// and it returns nil for the caller to fail the task instead.
+func (s *Service) reapKeptSavepoint(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
+	if ev.kept == 0 {
+		return nil, nil
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	final, err := s.reapKept(ctx, sp, t, ev)
+	if err == nil && final != nil {
+		return final, sp.Commit(ctx)
+	}
+	if rerr := sp.Rollback(ctx); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "ALERT kept answer not recorded by the reaper; the task fails, settled as possibly charged",
+			slog.String("task_id", t.ID), slog.String("error", err.Error()))
+	}
+	return nil, nil
 }
 
 // reapLoop runs ReapOnce every interval until ctx ends. Every instance may

@@ -608,9 +608,8 @@ func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashe
 // model of the fallback chain the request fits, since any of them may end
 // up running it. An unpriced model is reserved at the default price and
 // marked estimated; the amount is never zero, so no request skips the
-// reservation. A cost beyond an int64 saturates (budget.Price.Cost): the
-// amount is then above any budget and Create refuses it, where it once
-// wrapped to one micro.
+// reservation. A cost beyond an int64 saturates (budget.Price.Cost), never
+// wraps: the amount is then above any budget and Create refuses it.
 func (s *Service) estimate(m catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
 	in, out := estimateInput(req.Messages), int64(s.maxTokens(req))
 	for _, x := range s.cfg.Catalog.Chain(m) {

@@ -1136,7 +1136,8 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 		if implausible {
 			// A lie, never a reason to call again: recorded at the bound
 			// (the journal keeps the figures as reported) and charged at
-			// most the reservation, the rest recorded as shortfall.
+			// most the reservation, the rest recorded as shortfall; the
+			// ambiguous attempts are charged as on any success.
 			u.InputTokens = min(max(u.InputTokens, 0), budget.MaxUsageTokens)
 			u.OutputTokens = min(max(u.OutputTokens, 0), budget.MaxUsageTokens)
 		}
@@ -1145,9 +1146,16 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Content)
 	}
 	cost := m.Price().Cost(u.InputTokens, u.OutputTokens)
+	var possible int64 // the ambiguous attempts' worst case
 	if ambiguous > 0 {
 		u.Source = budget.SourcePossiblyCharged
-		cost = budget.SaturatingAdd(cost, budget.SaturatingMul(int64(ambiguous), t.ReservedMicros))
+		possible = budget.SaturatingMul(int64(ambiguous), t.ReservedMicros)
+		cost = budget.SaturatingAdd(cost, possible)
+	}
+	var charge *int64 // the most charged; nil: up to the headroom
+	if implausible {
+		c := budget.SaturatingAdd(t.ReservedMicros, possible)
+		charge = &c
 	}
 	if status == StatusCanceled {
 		queueFinish(batch, t.ID, StatusCanceled, nil, nil, finished)
@@ -1162,7 +1170,7 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 	// the owner needs.
 	return settle.Add(budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		Source: u.Source, CostMicros: cost, Implausible: implausible,
+		Source: u.Source, CostMicros: cost, ChargeCapMicros: charge,
 	}, settled)
 }
 

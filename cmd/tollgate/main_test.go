@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate/tollgate/internal/logbuf"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/internal/logbuf"
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/migrations"
 )
@@ -210,7 +210,7 @@ func TestRunCommands(t *testing.T) {
 		{name: "keys create bad owner", args: []string{"keys", "create", "--owner", "no spaces", "--role", "client"}, wantErr: "--owner"},
 		{name: "budget set without total", args: []string{"budget", "set", "--owner", "acme"}, wantErr: "--total-micros is required"},
 		{name: "budget set negative total", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "-5"}, wantErr: "--total-micros is required"},
-		// int64's maximum was accepted, and every settlement on it failed.
+		// int64's maximum leaves no room for the arithmetic on it.
 		{name: "budget set total beyond the maximum", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "9223372036854775807"}, wantErr: "an integer from 0 to 1000000000000000000, or \"unlimited\""},
 		{name: "budget without subcommand", args: []string{"budget"}, wantErr: "usage: tollgate budget set"},
 	}

@@ -16,7 +16,7 @@ import (
 // credentials in DATABASE_URL (user info and a password parameter) and in
 // MODEL_BASE_URL (user info and a query), and with the metrics on their own
 // listener behind a token: no log line holds a credential, the metrics
-// listener needs the token, and the API's address no longer serves the
+// listener needs the token, and the API's address does not serve the
 // metrics without a key.
 func TestServeKeepsSecretsOutOfLogsAndMetricsPrivate(t *testing.T) {
 	t.Parallel()
