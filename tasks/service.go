@@ -455,7 +455,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// for the reservation at all: such a request is refused before it is
 	// redacted and sealed, which costs most for the largest requests.
 	var broke bool
-	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, m.Provider, gateRead, func(b *pgx.Batch) {
+	policy, existing, hashOK, err := s.lookup(ctx, owner, s.lookupKeys(sent), [][]byte{hash, plain}, m.Provider, gateRead, func(b *pgx.Batch) {
 		budget.QueueNoHeadroom(b, owner, s.cfg.Now(), amount, &broke)
 	})
 	if err != nil {
@@ -533,7 +533,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		}
 	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, "", nil, nil)
+		_, existing, hashOK, err := s.lookup(ctx, owner, s.lookupKeys(sent), [][]byte{hash, plain}, "", nil, nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -575,9 +575,9 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under key, if any, with whether its request hash is hash;
 // and, with gate non-nil, the gate of providerKey.
-// keys are the idempotency key as stored and as the client sent it, hashes
-// the request's hash keyed and plain: a task admitted before keys and
-// hashes were keyed holds the latter.
+// keys are the forms of the client's key (lookupKeys), hashes the
+// request's hash keyed and plain: a task admitted before keys and hashes
+// were keyed holds the latter.
 // also, when not nil, queues further reads on the same round trip.
 func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashes [][]byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
@@ -956,10 +956,19 @@ func (s *Service) keyedHash(plain []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Exists reports whether the owner has a task under the idempotency key.
+// lookupKeys returns the forms under which a task may hold the client's
+// key: its keyed digest (StoredKey), and the key as sent for a task stored
+// before keys were digested. Create, its lookups and Exists share them, so
+// a retry finds the same task whichever way it asks.
+func (s *Service) lookupKeys(sent string) []string {
+	return []string{s.StoredKey(sent), sent}
+}
+
+// Exists reports whether the owner has a task under the idempotency key,
+// in any of the forms Create finds it under (lookupKeys).
 func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, s.StoredKey(key)).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2))`, owner, s.lookupKeys(key)).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("tasks: exists: %w", err)
 	}
