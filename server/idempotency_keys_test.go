@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/accounts"
@@ -31,5 +32,30 @@ func TestRouteRetryUnderAKeyStoredInClearSkipsTheGuards(t *testing.T) {
 	}
 	if n := e.fake.CallCount(); n != 1 {
 		t.Errorf("%d provider calls, want 1", n)
+	}
+}
+
+// TestStoredKeySentAsAKeyDoesNotReachItsTask: the stored form of a key
+// ("h:" and its digest) is shown in API answers; sent back as an
+// Idempotency-Key it is a new key, never the task it names.
+func TestStoredKeySentAsAKeyDoesNotReachItsTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`)
+	e.fake.Script(openaiAnswer("a"), openaiAnswer("b"))
+	a := e.waitFinished(key, e.post(key, "key-A", body, map[string]string{"Prefer": "wait=30"}).task(t).ID)
+	if !strings.HasPrefix(a.IdempotencyKey, "h:") {
+		t.Fatalf("task A shows idempotency_key %q, want its h: digest", a.IdempotencyKey)
+	}
+	r := e.post(key, a.IdempotencyKey, body, nil)
+	if r.status >= 300 {
+		t.Fatalf("post under A's stored key: %d %s", r.status, r.body)
+	}
+	if got := r.task(t); got.ID == a.ID || r.header.Get("Idempotent-Replayed") == "true" {
+		t.Errorf("A's stored key sent as a key answered task %s (replayed %q): A's task must not be reachable so", got.ID, r.header.Get("Idempotent-Replayed"))
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 2 {
+		t.Errorf("%d tasks, want 2", n)
 	}
 }

@@ -959,8 +959,13 @@ func (s *Service) keyedHash(plain []byte) []byte {
 // lookupKeys returns the forms under which a task may hold the client's
 // key: its keyed digest (StoredKey), and the key as sent for a task stored
 // before keys were digested. Create, its lookups and Exists share them, so
-// a retry finds the same task whichever way it asks.
+// a retry finds the same task whichever way it asks. A key that begins
+// with "h:" is looked up only as its digest: stored keys are shown in API
+// answers, and one sent back as a key must not reach the task it names.
 func (s *Service) lookupKeys(sent string) []string {
+	if strings.HasPrefix(sent, redact.HashPrefix) {
+		return []string{s.StoredKey(sent)}
+	}
 	return []string{s.StoredKey(sent), sent}
 }
 
