@@ -899,7 +899,8 @@ type RerunParams struct {
 }
 
 // Rerun creates a NEW task that repeats a finished one's request: a new
-// idempotency key derived from the old task and the caller's key, charged
+// idempotency key derived from the old task, the workload charged and the
+// caller's key (RerunKey), charged
 // to the owner's budget and the caller's workload like any task (see
 // RerunParams), linked by rerun_of. The original task and its record are
 // never touched. It returns ErrNotFound, ErrNotFinished, ErrErased when
@@ -929,12 +930,27 @@ func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: rerun: %w", err)
 	}
-	derived := "rerun/" + t.ID + "/" + key
+	derived := RerunKey(t.ID, workload, key)
 	if !ValidIdempotencyKey(key) || !ValidIdempotencyKey(derived) {
-		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-200 printable ASCII characters for a rerun"}}}
+		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key",
+			fmt.Sprintf("must be 1-%d printable ASCII characters for a rerun", MaxKeyLength-len(derived)+len(key))}}}
 	}
 	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: workload, IdempotencyKey: derived,
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
+}
+
+// RerunKey is the idempotency key of a rerun of task id under the
+// caller's key, charged to workload: `rerun/<id>/<key>` without a
+// workload, `rerun@<workload>/<id>/<key>` with one. Two reruns share a
+// task only when they would be charged to the same workload, so a
+// workload's rerun is never answered with, and charged as, another's.
+// Workload names hold no '/' and the no-workload form has none before the
+// id, so no two (workload, key) pairs give one derived key.
+func RerunKey(id, workload, key string) string {
+	if workload == "" {
+		return "rerun/" + id + "/" + key
+	}
+	return "rerun@" + workload + "/" + id + "/" + key
 }
 
 // Fields applies the privacy table (redact.Fields) to the short fields
