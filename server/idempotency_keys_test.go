@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -57,5 +58,35 @@ func TestStoredKeySentAsAKeyDoesNotReachItsTask(t *testing.T) {
 	}
 	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 2 {
 		t.Errorf("%d tasks, want 2", n)
+	}
+}
+
+// TestLoggedKeyDigestMatchesTheStoredKey: the task-created log line shows
+// the idempotency key as the beginning of its stored form, the very value
+// an API answer shows, so support can match the two; never the key sent.
+func TestLoggedKeyDigestMatchesTheStoredKey(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	e.fake.Script(openaiAnswer("ok"))
+	task := e.waitFinished(key, e.post(key, "log-key-1", []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`),
+		map[string]string{"Prefer": "wait=30"}).task(t).ID)
+	var logged string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec struct {
+			Msg    string `json:"msg"`
+			TaskID string `json:"task_id"`
+			Key    string `json:"idempotency_key_digest"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "task created" && rec.TaskID == task.ID {
+			logged = rec.Key
+		}
+	}
+	if len(logged) < len("h:")+16 || !strings.HasPrefix(task.IdempotencyKey, logged) {
+		t.Errorf("logged idempotency_key_digest %q, want a prefix (h: and at least 16 digits) of the stored key %q", logged, task.IdempotencyKey)
+	}
+	if strings.Contains(logs.String(), "log-key-1") {
+		t.Error("the logs hold the idempotency key as sent")
 	}
 }

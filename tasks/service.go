@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -555,7 +554,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	s.cfg.Metrics.TaskSubmitted("created")
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task created",
 		slog.String("task_id", out.Task.ID), slog.String("owner_id", owner),
-		slog.String("idempotency_key_digest", keyDigest(key)), slog.String("model", model),
+		slog.String("idempotency_key_digest", logKey(key)), slog.String("model", model),
 		slog.Int64("reserved_micros", amount), slog.String("trace_id", traceID))
 	return out, nil
 }
@@ -813,11 +812,21 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	return t, nil
 }
 
-// keyDigest is how an idempotency key appears in logs: a short digest, since
-// clients sometimes put meaningful data in keys.
-func keyDigest(key string) string {
-	h := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(h[:6])
+// logKeyDigits is how many hex digits of a stored key's digest a log
+// line shows: enough to tell one owner's tasks apart, half the digest.
+const logKeyDigits = 16
+
+// logKey is how an idempotency key appears in logs: the beginning of its
+// stored form (StoredKey), "h:" and the first digits of its keyed digest.
+// That is a digest already, since clients sometimes put meaningful data in
+// keys, and the very prefix of the idempotency_key support sees in API
+// answers, so a log line and a task can be matched. A key stored in clear
+// (before keys were digested) is never logged.
+func logKey(stored string) string {
+	if !strings.HasPrefix(stored, redact.HashPrefix) {
+		return ""
+	}
+	return stored[:min(len(stored), len(redact.HashPrefix)+logKeyDigits)]
 }
 
 // ErrFinished is returned by Cancel for a task that already finished.
