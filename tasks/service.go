@@ -3,8 +3,6 @@ package tasks
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -975,11 +973,7 @@ func (s *Service) StoredKey(key string) string {
 
 // keyedHash is a request hash as tasks.request_hash holds it: HMAC-SHA256
 // of the plain hash under the digest key.
-func (s *Service) keyedHash(plain []byte) []byte {
-	m := hmac.New(sha256.New, s.digestKey)
-	m.Write(plain)
-	return m.Sum(nil)
-}
+func (s *Service) keyedHash(plain []byte) []byte { return keyHash(s.digestKey, plain) }
 
 // lookupKeys returns the forms under which a task may hold the client's
 // key: its keyed digest (StoredKey), and the key as sent for a task stored
