@@ -68,6 +68,10 @@ type Stored struct {
 // NewStored returns the applier for r and the digest key.
 func NewStored(r *Redactor, key []byte) Stored { return Stored{r: r, key: key} }
 
+// HashPrefix begins every value a Hash field stores: "h:" and the value's
+// Digest.
+const HashPrefix = "h:"
+
 // Apply returns v as field f may be stored.
 func (s Stored) Apply(f Field, v string) string {
 	if v == "" {
@@ -75,7 +79,7 @@ func (s Stored) Apply(f Field, v string) string {
 	}
 	switch Fields[f] {
 	case Hash:
-		return "h:" + Digest(s.key, v)
+		return HashPrefix + Digest(s.key, v)
 	case RedactText:
 		if s.r == nil {
 			return v

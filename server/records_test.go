@@ -212,7 +212,7 @@ func TestRerunMakesANewLinkedTaskOnlyWhenEnabled(t *testing.T) {
 				t.Fatalf("rerun: %d %s", r.status, r.body)
 			}
 			again := e.waitFinished(key, r.task(t).ID)
-			if again.ID == orig.ID || again.Status != tasks.StatusSucceeded || again.IdempotencyKey != e.tasks.StoredKey("rerun/"+orig.ID+"/again-1") {
+			if again.ID == orig.ID || again.Status != tasks.StatusSucceeded || again.IdempotencyKey != e.tasks.StoredKey(tasks.RerunKey(orig.ID, "", "again-1")) {
 				t.Errorf("rerun task = %+v", again)
 			}
 			if got := e.scalar(`SELECT count(*) FROM tasks WHERE rerun_of = $1`, orig.ID); got != 1 {

@@ -68,3 +68,47 @@ func TestRerunIsChargedToTheCallersWorkload(t *testing.T) {
 	}
 	e.checkInvariants()
 }
+
+// TestRerunKeysAreTheirWorkloads: two workload keys of one owner rerun the
+// same task under the same Idempotency-Key. Each gets its own rerun,
+// charged to its own workload; the first's is never replayed to the
+// second. Repeating a rerun still returns the same task.
+func TestRerunKeysAreTheirWorkloads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{allowRerun: true})
+	e.owner("acme", accounts.RoleClient, 1_000_000)
+	keys := map[string]string{}
+	for _, w := range []string{"batch", "chat"} {
+		k, err := e.accounts.CreateKey(t.Context(), "acme", accounts.RoleClient, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[w] = k
+	}
+	orig := e.post(keys["chat"], "chat-1", taskBody("abcdefgh", 100), map[string]string{"Prefer": "wait=20"}).task(t)
+	e.waitFinished(keys["chat"], orig.ID)
+	rerun := func(w string) string {
+		t.Helper()
+		r := e.do(http.MethodPost, "/v1/tasks/"+orig.ID+"/rerun", keys[w], nil, map[string]string{"Idempotency-Key": "same"})
+		if r.status != http.StatusAccepted && r.status != http.StatusOK {
+			t.Fatalf("%s's rerun: %d %s", w, r.status, r.body)
+		}
+		return r.task(t).ID
+	}
+	byBatch := rerun("batch")
+	e.waitFinished(keys["batch"], byBatch)
+	byChat := rerun("chat")
+	if byChat == byBatch {
+		t.Fatalf("chat's rerun under the key batch used answered batch's rerun %s", byBatch)
+	}
+	e.waitFinished(keys["chat"], byChat)
+	for id, w := range map[string]string{byBatch: "batch", byChat: "chat"} {
+		if got := e.scalar(`SELECT count(*) FROM tasks WHERE id = $1 AND workload = $2`, id, w); got != 1 {
+			t.Errorf("rerun %s is not charged to %s", id, w)
+		}
+	}
+	if again := rerun("chat"); again != byChat {
+		t.Errorf("chat's repeated rerun answered %s, want %s", again, byChat)
+	}
+	e.checkInvariants()
+}

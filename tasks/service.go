@@ -3,10 +3,7 @@ package tasks
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -455,7 +452,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// for the reservation at all: such a request is refused before it is
 	// redacted and sealed, which costs most for the largest requests.
 	var broke bool
-	policy, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, m.Provider, gateRead, func(b *pgx.Batch) {
+	policy, existing, hashOK, err := s.lookup(ctx, owner, s.lookupKeys(sent), [][]byte{hash, plain}, m.Provider, gateRead, func(b *pgx.Batch) {
 		budget.QueueNoHeadroom(b, owner, s.cfg.Now(), amount, &broke)
 	})
 	if err != nil {
@@ -533,7 +530,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		}
 	}
 	if errors.Is(err, errKeyTaken) {
-		_, existing, hashOK, err := s.lookup(ctx, owner, []string{key, sent}, [][]byte{hash, plain}, "", nil, nil)
+		_, existing, hashOK, err := s.lookup(ctx, owner, s.lookupKeys(sent), [][]byte{hash, plain}, "", nil, nil)
 		if err != nil {
 			return Created{}, fmt.Errorf("tasks: create: %w", err)
 		}
@@ -555,7 +552,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	s.cfg.Metrics.TaskSubmitted("created")
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task created",
 		slog.String("task_id", out.Task.ID), slog.String("owner_id", owner),
-		slog.String("idempotency_key_digest", keyDigest(key)), slog.String("model", model),
+		slog.String("idempotency_key_digest", logKey(key)), slog.String("model", model),
 		slog.Int64("reserved_micros", amount), slog.String("trace_id", traceID))
 	return out, nil
 }
@@ -575,9 +572,9 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under key, if any, with whether its request hash is hash;
 // and, with gate non-nil, the gate of providerKey.
-// keys are the idempotency key as stored and as the client sent it, hashes
-// the request's hash keyed and plain: a task admitted before keys and
-// hashes were keyed holds the latter.
+// keys are the forms of the client's key (lookupKeys), hashes the
+// request's hash keyed and plain: a task admitted before keys and hashes
+// were keyed holds the latter.
 // also, when not nil, queues further reads on the same round trip.
 func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashes [][]byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
@@ -812,11 +809,21 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	return t, nil
 }
 
-// keyDigest is how an idempotency key appears in logs: a short digest, since
-// clients sometimes put meaningful data in keys.
-func keyDigest(key string) string {
-	h := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(h[:6])
+// logKeyDigits is how many hex digits of a stored key's digest a log
+// line shows: enough to tell one owner's tasks apart, half the digest.
+const logKeyDigits = 16
+
+// logKey is how an idempotency key appears in logs: the beginning of its
+// stored form (StoredKey), "h:" and the first digits of its keyed digest.
+// That is a digest already, since clients sometimes put meaningful data in
+// keys, and the very prefix of the idempotency_key support sees in API
+// answers, so a log line and a task can be matched. A key stored in clear
+// (before keys were digested) is never logged.
+func logKey(stored string) string {
+	if !strings.HasPrefix(stored, redact.HashPrefix) {
+		return ""
+	}
+	return stored[:min(len(stored), len(redact.HashPrefix)+logKeyDigits)]
 }
 
 // ErrFinished is returned by Cancel for a task that already finished.
@@ -898,7 +905,8 @@ type RerunParams struct {
 }
 
 // Rerun creates a NEW task that repeats a finished one's request: a new
-// idempotency key derived from the old task and the caller's key, charged
+// idempotency key derived from the old task, the workload charged and the
+// caller's key (RerunKey), charged
 // to the owner's budget and the caller's workload like any task (see
 // RerunParams), linked by rerun_of. The original task and its record are
 // never touched. It returns ErrNotFound, ErrNotFinished, ErrErased when
@@ -928,12 +936,27 @@ func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: rerun: %w", err)
 	}
-	derived := "rerun/" + t.ID + "/" + key
+	derived := RerunKey(t.ID, workload, key)
 	if !ValidIdempotencyKey(key) || !ValidIdempotencyKey(derived) {
-		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-200 printable ASCII characters for a rerun"}}}
+		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key",
+			fmt.Sprintf("must be 1-%d printable ASCII characters for a rerun", MaxKeyLength-len(derived)+len(key))}}}
 	}
 	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: workload, IdempotencyKey: derived,
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
+}
+
+// RerunKey is the idempotency key of a rerun of task id under the
+// caller's key, charged to workload: `rerun/<id>/<key>` without a
+// workload, `rerun@<workload>/<id>/<key>` with one. Two reruns share a
+// task only when they would be charged to the same workload, so a
+// workload's rerun is never answered with, and charged as, another's.
+// Workload names hold no '/' and the no-workload form has none before the
+// id, so no two (workload, key) pairs give one derived key.
+func RerunKey(id, workload, key string) string {
+	if workload == "" {
+		return "rerun/" + id + "/" + key
+	}
+	return "rerun@" + workload + "/" + id + "/" + key
 }
 
 // Fields applies the privacy table (redact.Fields) to the short fields
@@ -949,16 +972,26 @@ func (s *Service) StoredKey(key string) string {
 
 // keyedHash is a request hash as tasks.request_hash holds it: HMAC-SHA256
 // of the plain hash under the digest key.
-func (s *Service) keyedHash(plain []byte) []byte {
-	m := hmac.New(sha256.New, s.digestKey)
-	m.Write(plain)
-	return m.Sum(nil)
+func (s *Service) keyedHash(plain []byte) []byte { return keyHash(s.digestKey, plain) }
+
+// lookupKeys returns the forms under which a task may hold the client's
+// key: its keyed digest (StoredKey), and the key as sent for a task stored
+// before keys were digested. Create, its lookups and Exists share them, so
+// a retry finds the same task whichever way it asks. A key that begins
+// with "h:" is looked up only as its digest: stored keys are shown in API
+// answers, and one sent back as a key must not reach the task it names.
+func (s *Service) lookupKeys(sent string) []string {
+	if strings.HasPrefix(sent, redact.HashPrefix) {
+		return []string{s.StoredKey(sent)}
+	}
+	return []string{s.StoredKey(sent), sent}
 }
 
-// Exists reports whether the owner has a task under the idempotency key.
+// Exists reports whether the owner has a task under the idempotency key,
+// in any of the forms Create finds it under (lookupKeys).
 func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, s.StoredKey(key)).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2))`, owner, s.lookupKeys(key)).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("tasks: exists: %w", err)
 	}

@@ -41,6 +41,7 @@ const usage = `usage:
   tollgate keys revoke --id KEY_ID
   tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W]
   tollgate budget verify
+  tollgate tasks digest-keys [--batch N]
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
   tollgate status
   tollgate fakeprovider
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return keysCmd(ctx, args[1:], getenv, stdout)
 	case "budget":
 		return budgetCmd(ctx, args[1:], getenv, stdout)
+	case "tasks":
+		return tasksCmd(ctx, args[1:], getenv, stdout)
 	case "status":
 		return statusCmd(ctx, getenv, stdout)
 	case "classify":
