@@ -390,23 +390,21 @@ type oaiAnswer struct {
 // through as error.code; any other rejection is Tollgate's
 // model_incompatible. param is the field OpenAI names with the code.
 var openAICodes = map[string]string{
-	provider.CodeContextLength:             "messages",
-	"string_above_max_length":              "",
-	"invalid_value":                        "",
-	"invalid_type":                         "",
-	"unsupported_parameter":                "",
-	"unsupported_value":                    "",
-	"missing_required_parameter":           "",
-	"integer_below_min_value":              "",
-	"integer_above_max_value":              "",
-	"decimal_below_min_value":              "",
-	"decimal_above_max_value":              "",
-	"array_above_max_length":               "",
-	"empty_array":                          "",
-	"model_not_found":                      "model",
-	"invalid_image_url":                    "",
-	"image_parse_error":                    "",
-	"unsupported_country_region_territory": "",
+	provider.CodeContextLength:   "messages",
+	"invalid_value":              "",
+	"invalid_type":               "",
+	"unsupported_parameter":      "",
+	"unsupported_value":          "",
+	"missing_required_parameter": "",
+	"integer_below_min_value":    "",
+	"integer_above_max_value":    "",
+	"decimal_below_min_value":    "",
+	"decimal_above_max_value":    "",
+	"array_above_max_length":     "",
+	"empty_array":                "",
+	"model_not_found":            "model",
+	"invalid_image_url":          "",
+	"image_parse_error":          "",
 }
 
 // oaiFailure is the one mapping from a failed task (its public failure and
