@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -151,7 +152,18 @@ func completionOf(t tasks.Task) oaiCompletion {
 }
 
 // taskFailed carries a failed task to the error renderer.
-type taskFailed struct{ task tasks.Task }
+type taskFailed struct {
+	task   tasks.Task
+	detail tasks.FailureDetail
+}
+
+// failedTask is the error for a failed (or blocked) task, with the detail
+// its OpenAI answer needs; a detail that cannot be read leaves the
+// answer its defaults.
+func failedTask(ctx context.Context, d *Deps, owner string, t tasks.Task) error {
+	detail, _ := d.Tasks.FailureDetail(ctx, owner, t.ID)
+	return &taskFailed{task: t, detail: detail}
+}
 
 func (e *taskFailed) Error() string { return "task failed: " + e.task.Error.Code }
 
@@ -206,7 +218,7 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 			// (and charge) later for a client that has gone.
 			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
 				ct.Error = t.Error
-				return &taskFailed{task: ct}
+				return failedTask(context.WithoutCancel(ctx), d, p.OwnerID, ct)
 			}
 		}
 		switch {
@@ -218,7 +230,7 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		case t.Status == tasks.StatusSucceeded:
 			return c.JSON(http.StatusOK, completionOf(t))
 		case t.Status.Final():
-			return &taskFailed{task: t}
+			return failedTask(ctx, d, p.OwnerID, t)
 		}
 		return &taskPending{taskID: t.ID, keyed: keyed}
 	}
@@ -317,11 +329,10 @@ func streamCompletion(c echo.Context, d *Deps, created tasks.Created, withUsage 
 			// Too late for a status code: the error goes in the stream,
 			// as OpenAI sends it.
 			_, body := oaiError(&taskFailed{task: t})
-			delete(body, "retry")
 			out.send(body)
 			return nil
 		}
-		return &taskFailed{task: t}
+		return failedTask(context.WithoutCancel(c.Request().Context()), d, created.Task.OwnerID, t)
 	}
 	return out.finish(t, withUsage)
 }
@@ -358,84 +369,145 @@ func modelsList(d *Deps) echo.HandlerFunc {
 	}
 }
 
-// oaiStatus is how each task failure code is answered on the OpenAI
-// surface, chosen so that SDK retry logic does the right thing.
-var oaiStatus = map[string]int{
-	tasks.CodeModelIncompatible:           http.StatusBadGateway,
-	tasks.CodeIncompatibleModelResponse:   http.StatusBadGateway,
-	tasks.CodeModelQuotaExhausted:         http.StatusServiceUnavailable,
-	tasks.CodeModelRateLimited:            http.StatusServiceUnavailable,
-	tasks.CodeModelTemporarilyUnavailable: http.StatusServiceUnavailable,
-	tasks.CodePossiblyExecuted:            http.StatusBadGateway,
-	tasks.CodeApplicationFailure:          http.StatusInternalServerError,
+// oaiAnswer is how a failure is answered on the OpenAI surface: status,
+// envelope and the retry headers the official SDKs obey.
+type oaiAnswer struct {
+	status  int
+	typ     string // error.type
+	code    string // error.code
+	param   string // error.param; "" is null
+	message string
+	// retry is x-should-retry. A false one stops the SDK's own retries,
+	// so that they never multiply Tollgate's (or hammer an empty account).
+	retry bool
+	// retryAfter is Retry-After for an answer the SDK may retry; at least
+	// one second.
+	retryAfter time.Duration
 }
 
-// oaiError renders any error in OpenAI's envelope. Retryable failures get
-// Retry-After; failures no retry can fix get x-should-retry: false, which
-// the official SDKs honour, so clients never hammer an exhausted account or
-// repeat a rejected request.
-func oaiError(err error) (int, map[string]any) {
+// openAICodes are the provider codes that are also OpenAI's own public
+// codes for a rejected request: SDK users match on them, so they pass
+// through as error.code; any other rejection is Tollgate's
+// model_incompatible. param is the field OpenAI names with the code.
+var openAICodes = map[string]string{
+	provider.CodeContextLength:   "messages",
+	"invalid_value":              "",
+	"invalid_type":               "",
+	"unsupported_parameter":      "",
+	"unsupported_value":          "",
+	"missing_required_parameter": "",
+	"integer_below_min_value":    "",
+	"integer_above_max_value":    "",
+	"decimal_below_min_value":    "",
+	"decimal_above_max_value":    "",
+	"array_above_max_length":     "",
+	"empty_array":                "",
+	"model_not_found":            "model",
+	"invalid_image_url":          "",
+	"image_parse_error":          "",
+}
+
+// oaiFailure is the one mapping from a failed task (its public failure and
+// the detail the OpenAI surface adds) to the answer an OpenAI SDK
+// understands: a rejection is OpenAI's 400, a throttled key its 429 with
+// the provider's wait, an empty account its 429 insufficient_quota that no
+// retry fixes. Transient failures have used Tollgate's own attempts (and
+// fallbacks) already, so the SDK is told not to add its retries to them.
+func oaiFailure(f tasks.Failure, d tasks.FailureDetail) oaiAnswer {
+	a := oaiAnswer{code: f.Code, message: f.Message}
+	switch f.Code {
+	case tasks.CodeModelIncompatible:
+		a.status, a.typ = http.StatusBadRequest, "invalid_request_error"
+		if param, ok := openAICodes[d.ProviderCode]; ok && !f.Moderated {
+			a.code, a.param = d.ProviderCode, param
+		}
+	case tasks.CodeModelRateLimited:
+		a.status, a.typ, a.code, a.retry = http.StatusTooManyRequests, "requests", provider.CodeRateLimited, true
+		a.retryAfter = max(d.Wait, time.Second)
+	case tasks.CodeModelQuotaExhausted:
+		a.status, a.typ, a.code = http.StatusTooManyRequests, "insufficient_quota", provider.CodeInsufficientQuota
+	case tasks.CodeModelTemporarilyUnavailable:
+		a.status, a.typ = http.StatusServiceUnavailable, "server_error"
+	case tasks.CodeApplicationFailure:
+		// Tollgate's own failure, not the provider's: a retry may pass.
+		a.status, a.typ, a.retry, a.retryAfter = http.StatusInternalServerError, "server_error", true, time.Second
+	default: // incompatible_model_response, possibly_executed and any new code
+		a.status, a.typ = http.StatusBadGateway, "server_error"
+	}
+	return a
+}
+
+// oaiAnswerOf maps any error the OpenAI routes return.
+func oaiAnswerOf(err error) oaiAnswer {
 	var tf *taskFailed
 	var tp *taskPending
-	var status int
-	var code, message string
-	var param any // the field at fault, as OpenAI names it; null when none
-	retry := false
 	switch {
 	case errors.As(err, &tf):
-		f := tf.task.Error
-		status, code, message = oaiStatus[f.Code], f.Code, f.Message+" (task "+tf.task.ID+")"
-		if status == 0 {
-			status = http.StatusBadGateway
+		f := tasks.Failure{Code: tasks.CodeApplicationFailure, Message: "Tollgate failed to run the task."}
+		if tf.task.Error != nil {
+			f = *tf.task.Error
 		}
-		retry = f.Retryable && f.Code != tasks.CodeModelQuotaExhausted
+		a := oaiFailure(f, tf.detail)
+		a.message += " (task " + tf.task.ID + ")"
+		return a
 	case errors.As(err, &tp):
-		status, code, retry = http.StatusServiceUnavailable, "task_pending", tp.keyed
-		message = "The task " + tp.taskID + " is still running; poll GET /v1/tasks/" + tp.taskID + " for its result."
-	default:
-		p := problemOf(err)
-		status, code, message = p.Status, p.Code, p.Detail
-		retry = status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
-		if len(p.Errors) > 0 {
-			param = p.Errors[0].Field
-			if !strings.Contains(message, p.Errors[0].Field) {
-				message += " " + p.Errors[0].Field + ": " + p.Errors[0].Message + "."
-			}
+		return oaiAnswer{status: http.StatusServiceUnavailable, typ: "server_error", code: "task_pending", retry: tp.keyed, retryAfter: time.Second,
+			message: "The task " + tp.taskID + " is still running; poll GET /v1/tasks/" + tp.taskID + " for its result."}
+	}
+	p := problemOf(err)
+	a := oaiAnswer{status: p.Status, code: p.Code, message: p.Detail, typ: "invalid_request_error"}
+	if a.status == http.StatusServiceUnavailable || a.status == http.StatusTooManyRequests {
+		a.retry, a.retryAfter = true, time.Duration(retryAfterOf(err))*time.Second
+	}
+	if len(p.Errors) > 0 {
+		a.param = p.Errors[0].Field
+		if !strings.Contains(a.message, p.Errors[0].Field) {
+			a.message += " " + p.Errors[0].Field + ": " + p.Errors[0].Message + "."
 		}
 	}
-	typ := "invalid_request_error"
 	switch {
-	case status == http.StatusUnauthorized:
-		typ = "authentication_error"
-	case status == http.StatusPaymentRequired:
-		typ = "insufficient_quota"
-	case status >= 500:
-		typ = "server_error"
+	case a.status == http.StatusUnauthorized:
+		a.typ = "authentication_error"
+	case a.status == http.StatusPaymentRequired:
+		a.typ = "insufficient_quota"
+	case a.status >= 500:
+		a.typ = "server_error"
 	}
-	return status, map[string]any{"error": map[string]any{"message": message, "type": typ, "param": param, "code": code},
-		"retry": retry}
+	return a
+}
+
+// oaiError renders any error in OpenAI's envelope.
+func oaiError(err error) (int, map[string]any) {
+	a := oaiAnswerOf(err)
+	return a.status, a.body()
+}
+
+func (a oaiAnswer) body() map[string]any {
+	var param any // null when no field is at fault
+	if a.param != "" {
+		param = a.param
+	}
+	return map[string]any{"error": map[string]any{"message": a.message, "type": a.typ, "param": param, "code": a.code}}
 }
 
 // writeOAIError answers err in OpenAI's envelope with the retry headers
 // and returns the status it answered.
 func writeOAIError(c echo.Context, err error) int {
-	status, body := oaiError(err)
-	retry, _ := body["retry"].(bool)
-	delete(body, "retry")
+	a := oaiAnswerOf(err)
 	h := c.Response().Header()
-	if retry {
-		wait := retryAfterOf(err)
-		h.Set("Retry-After", strconv.Itoa(wait))
-		h.Set("retry-after-ms", strconv.Itoa(wait*1000))
+	if a.retry {
+		secs := max(int((a.retryAfter+time.Second-1)/time.Second), 1)
+		h.Set("Retry-After", strconv.Itoa(secs))
+		h.Set("retry-after-ms", strconv.Itoa(secs*1000))
 		h.Set("x-should-retry", "true")
 	} else {
 		h.Set("x-should-retry", "false")
 	}
-	if status == http.StatusUnauthorized {
+	if a.status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 	}
-	_ = c.JSON(status, body)
-	return status
+	_ = c.JSON(a.status, a.body())
+	return a.status
 }
 
 // isOpenAIRoute reports whether errors on this route use OpenAI's envelope.
