@@ -427,7 +427,13 @@ func oaiFailure(f tasks.Failure, d tasks.FailureDetail) oaiAnswer {
 	case tasks.CodeModelQuotaExhausted:
 		a.status, a.typ, a.code = http.StatusTooManyRequests, "insufficient_quota", provider.CodeInsufficientQuota
 	case tasks.CodeModelTemporarilyUnavailable:
+		// Once Tollgate's own attempts are spent, the client's must not
+		// multiply them; a task that ended with attempts left (a stream)
+		// may be retried by the client.
 		a.status, a.typ = http.StatusServiceUnavailable, "server_error"
+		if d.AttemptsLeft {
+			a.retry, a.retryAfter = true, time.Second
+		}
 	case tasks.CodeApplicationFailure:
 		// Tollgate's own failure, not the provider's: a retry may pass.
 		a.status, a.typ, a.retry, a.retryAfter = http.StatusInternalServerError, "server_error", true, time.Second

@@ -44,6 +44,8 @@ func TestOAIFailureTable(t *testing.T) {
 			429, "insufficient_quota", "insufficient_quota", "", false, 0},
 		{"transient after Tollgate's attempts", tasks.Failure{Code: tasks.CodeModelTemporarilyUnavailable}, tasks.FailureDetail{ProviderCode: "server_error"},
 			503, "server_error", "model_temporarily_unavailable", "", false, 0},
+		{"transient with attempts left (a stream)", tasks.Failure{Code: tasks.CodeModelTemporarilyUnavailable}, tasks.FailureDetail{ProviderCode: "server_error", AttemptsLeft: true},
+			503, "server_error", "model_temporarily_unavailable", "", true, time.Second},
 		{"malformed answers after Tollgate's attempts", tasks.Failure{Code: tasks.CodeIncompatibleModelResponse}, tasks.FailureDetail{},
 			502, "server_error", "incompatible_model_response", "", false, 0},
 		{"possibly executed", tasks.Failure{Code: tasks.CodePossiblyExecuted}, tasks.FailureDetail{},

@@ -264,6 +264,43 @@ func TestOpenAISDKStreaming(t *testing.T) {
 	e.checkInvariants()
 }
 
+// A stream makes one attempt: when it fails before its first chunk with
+// Tollgate's attempts unspent, the answer lets the SDK retry, and the retry
+// (a new task) streams the answer; one failed and one good provider call.
+func TestOpenAISDKRetriesAStreamThatFailedBeforeItsFirstChunk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{probeEvery: 1 << 62, maxAttempts: 3})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, ct := sdk(e, key)
+	e.fake.Script(fake.Scripted{Status: 500, Body: `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`})
+	var retryHeaders []string
+	stream := client.Chat.Completions.NewStreaming(context.Background(), chatParams("stream me"),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			res, err := next(r)
+			if res != nil {
+				retryHeaders = append(retryHeaders, res.Header.Get("x-should-retry"))
+			}
+			return res, err
+		}))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v (x-should-retry per answer %q)", err, retryHeaders)
+	}
+	if acc.Choices[0].Message.Content == "" {
+		t.Fatalf("streamed completion = %+v", acc.ChatCompletion)
+	}
+	if got := ct.n.Load(); got != 2 || len(retryHeaders) != 2 || retryHeaders[0] != "true" {
+		t.Errorf("SDK requests = %d, x-should-retry per answer %q; want 2, the first \"true\"", got, retryHeaders)
+	}
+	if calls := e.fake.CallCount(); calls != 2 {
+		t.Errorf("provider calls = %d, want 2", calls)
+	}
+	e.checkInvariants()
+}
+
 // A client that leaves mid-stream does not stop the upstream call: the task
 // completes and is settled, and the replay record says when it left.
 func TestStreamClientDisconnectStillSettles(t *testing.T) {

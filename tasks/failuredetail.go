@@ -16,6 +16,10 @@ type FailureDetail struct {
 	// Wait is how long the provider key the task is on stays paused by a
 	// rate limit: what the provider asked, less the time already waited.
 	Wait time.Duration
+	// AttemptsLeft is set when the task ended before spending its attempt
+	// bound (a stream makes one attempt): a client's retry then adds no
+	// more calls than Tollgate's own retries would have made.
+	AttemptsLeft bool
 }
 
 // FailureDetail reads the owner's task's last provider code and the pause
@@ -29,7 +33,7 @@ func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureD
 	if m, _, err := s.cfg.Catalog.Resolve(t.Model); err == nil {
 		modelKey = m.Provider
 	}
-	var d FailureDetail
+	d := FailureDetail{AttemptsLeft: t.Attempts < s.maxAttemptsOf(t)}
 	var code *string
 	err = s.pool.QueryRow(ctx, `
 		WITH last AS (
