@@ -17,8 +17,8 @@ type FailureDetail struct {
 	// rate limit: what the provider asked, less the time already waited.
 	Wait time.Duration
 	// AttemptsLeft is set when the task ended before spending its attempt
-	// bound (a stream makes one attempt): a client's retry then adds no
-	// more calls than Tollgate's own retries would have made.
+	// bound (a stream makes one attempt): a client's retry then stands in
+	// for the retries Tollgate did not make.
 	AttemptsLeft bool
 }
 
