@@ -484,3 +484,42 @@ func testSealer(t testing.TB) *tasks.Sealer {
 
 // syncBuffer collects logs written by concurrent goroutines.
 type syncBuffer = logbuf.Buffer
+
+// searchReplays runs support's replay search with query as key and returns
+// the ids of the tasks found, in the order answered.
+func (e *env) searchReplays(key, query string) []string {
+	e.t.Helper()
+	r := e.do(http.MethodGet, "/v1/replays?"+query, key, nil, nil)
+	if r.status != http.StatusOK {
+		e.t.Fatalf("search %q: %d %s", query, r.status, r.body)
+	}
+	var out struct {
+		Data []struct {
+			TaskID string `json:"task_id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		e.t.Fatalf("search %q: %v in %s", query, err, r.body)
+	}
+	ids := []string{}
+	for _, d := range out.Data {
+		ids = append(ids, d.TaskID)
+	}
+	return ids
+}
+
+// checkNothingWritten fails unless refused requests left no trace: no
+// provider call, no task, no top-up, and the books still balance.
+func (e *env) checkNothingWritten() {
+	e.t.Helper()
+	if n := e.fake.CallCount(); n != 0 {
+		e.t.Errorf("provider calls = %d, want 0", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 0 {
+		e.t.Errorf("tasks stored = %d, want 0", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM budget_ledger WHERE kind = 'topup'`); n != 0 {
+		e.t.Errorf("top-ups stored = %d, want 0", n)
+	}
+	e.checkInvariants()
+}

@@ -240,20 +240,12 @@ func TestLargestAdmittedRequestIsStoredAndSearchable(t *testing.T) {
 	}
 	id := r.task(t).ID
 	search := func(q string) int {
-		r := e.do(http.MethodGet, "/v1/replays?owner=acme&q="+q, support, nil, nil)
-		if r.status != http.StatusOK {
-			t.Fatalf("search %q: %d %s", q, r.status, r.body)
+		t.Helper()
+		ids := e.searchReplays(support, "owner=acme&q="+q)
+		if len(ids) == 1 && ids[0] != id {
+			t.Fatalf("search %q found task %s, want %s", q, ids[0], id)
 		}
-		var l struct {
-			Data []struct {
-				TaskID string `json:"task_id"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal(r.body, &l)
-		if len(l.Data) == 1 && l.Data[0].TaskID != id {
-			t.Fatalf("search %q found task %s, want %s", q, l.Data[0].TaskID, id)
-		}
-		return len(l.Data)
+		return len(ids)
 	}
 	if n := search("kettle"); n != 1 {
 		t.Errorf("search for a word in the prefix: %d results, want 1", n)

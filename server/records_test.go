@@ -30,24 +30,6 @@ func TestSupportSearchesRecordsAndReadsAreAudited(t *testing.T) {
 	finishedTask(t, e, alice, "order-2", "track the red teapot")
 	b1 := finishedTask(t, e, bob, "order-1", "refund the green kettle")
 
-	search := func(key, query string) []string {
-		t.Helper()
-		r := e.do(http.MethodGet, "/v1/replays?"+query, key, nil, nil)
-		if r.status != http.StatusOK {
-			t.Fatalf("search %q: %d %s", query, r.status, r.body)
-		}
-		var out struct {
-			Data []struct {
-				TaskID string `json:"task_id"`
-			} `json:"data"`
-		}
-		_ = json.Unmarshal(r.body, &out)
-		var ids []string
-		for _, d := range out.Data {
-			ids = append(ids, d.TaskID)
-		}
-		return ids
-	}
 	cases := []struct {
 		name, key, query string
 		want             []string
@@ -64,7 +46,7 @@ func TestSupportSearchesRecordsAndReadsAreAudited(t *testing.T) {
 		{"by status", support, "status=failed", nil},
 	}
 	for _, c := range cases {
-		if got := search(c.key, c.query); fmt.Sprint(got) != fmt.Sprint(c.want) {
+		if got := e.searchReplays(c.key, c.query); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
