@@ -44,10 +44,20 @@ type Model struct {
 	// Prices in integer micro-units per million tokens.
 	InputMicrosPerMTok  int64 `yaml:"input_micros_per_mtok"`
 	OutputMicrosPerMTok int64 `yaml:"output_micros_per_mtok"`
-	// Capabilities, checked before a fallback is used.
-	ContextWindow int  `yaml:"context_window"` // tokens, input plus output; 0 = unknown (no limit checked)
-	JSONSchema    bool `yaml:"json_schema"`
-	Tools         bool `yaml:"tools"`
+	// Capabilities. A request that needs one its model lacks is refused
+	// at admission, unless a model of its fallback chain has it; chains
+	// skip models that lack one. A pass-through model is assumed to have
+	// them all: its provider decides.
+	ContextWindow   int  `yaml:"context_window"`    // tokens, input plus output; 0 = unknown (no limit checked)
+	MaxOutputTokens int  `yaml:"max_output_tokens"` // 0 = unknown
+	JSONSchema      bool `yaml:"json_schema"`
+	Tools           bool `yaml:"tools"`
+	Vision          bool `yaml:"vision"`
+	// Reasoning marks a reasoning model: a default output limit goes to it
+	// as max_completion_tokens, never max_tokens.
+	Reasoning bool `yaml:"reasoning"`
+	// passThrough: not listed, run on the pass-through provider.
+	passThrough bool
 	// Fallback lists models to try, in order, when this one is unavailable.
 	Fallback []string `yaml:"fallback"`
 }
@@ -182,7 +192,9 @@ func FromEnv(getenv func(string) string, prices map[string]budget.Price, deflt b
 	slices.Sort(names)
 	for _, name := range names {
 		p := prices[name]
-		c.Models = append(c.Models, Model{Name: name, Provider: "default", InputMicrosPerMTok: p.InputPerMTok, OutputMicrosPerMTok: p.OutputPerMTok})
+		// Zero-config models are priced, not described: their provider
+		// decides what they can do.
+		c.Models = append(c.Models, Model{Name: name, Provider: "default", InputMicrosPerMTok: p.InputPerMTok, OutputMicrosPerMTok: p.OutputPerMTok, passThrough: true})
 	}
 	if err := c.resolve(getenv); err != nil {
 		return nil, err
@@ -276,7 +288,7 @@ func (c *Catalog) Resolve(name string) (m Model, priced bool, err error) {
 		return Model{}, false, fmt.Errorf("%w: %q", ErrUnknownModel, name)
 	}
 	return Model{
-		Name: name, Provider: c.Providers[0].Key, ProviderModel: name,
+		Name: name, Provider: c.Providers[0].Key, ProviderModel: name, passThrough: true,
 		InputMicrosPerMTok: c.DefaultInputMicrosPerMTok, OutputMicrosPerMTok: c.DefaultOutputMicrosPerMTok,
 	}, false, nil
 }
@@ -359,4 +371,42 @@ func orFake(base string) string {
 		return FakeBaseURL
 	}
 	return base
+}
+
+// Capability names, as refusals name them.
+const (
+	CapabilityTools      = "tools"
+	CapabilityVision     = "vision"
+	CapabilityJSONSchema = "json_schema"
+	CapabilityReasoning  = "reasoning"
+)
+
+// Missing returns the first capability c needs that m lacks (tools,
+// vision, json_schema, reasoning, in that order), or "".
+func (m Model) Missing(c provider.Chat) string {
+	if m.passThrough {
+		return ""
+	}
+	switch {
+	case len(c.Tools) > 0 && !m.Tools:
+		return CapabilityTools
+	case hasImage(c.Messages) && !m.Vision:
+		return CapabilityVision
+	case c.ResponseFormat != nil && c.ResponseFormat.Type == provider.FormatJSONSchema && !m.JSONSchema:
+		return CapabilityJSONSchema
+	case c.ReasoningEffort != "" && !m.Reasoning:
+		return CapabilityReasoning
+	}
+	return ""
+}
+
+func hasImage(msgs []provider.Message) bool {
+	for _, msg := range msgs {
+		for _, p := range msg.Content.Parts {
+			if p.Type == provider.PartImage {
+				return true
+			}
+		}
+	}
+	return false
 }

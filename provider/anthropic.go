@@ -49,7 +49,7 @@ type messagesRequest struct {
 // anything, when req.MaxTokens is not positive, because the Messages API
 // requires a limit and choosing one here would spend budget nobody set.
 func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error) {
-	if req.MaxTokens <= 0 {
+	if req.OutputLimit() <= 0 {
 		return nil, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
 	}
 	return call{
@@ -117,7 +117,8 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
 
-	r := &Response{Content: content, Model: m.Model, FinishReason: m.StopReason, Status: status}
+	r := TextResponse(content, m.StopReason)
+	r.Model, r.Status = m.Model, status
 	if u != nil {
 		// Cached prompt tokens are reported apart from input_tokens; they
 		// are part of the prompt, as in OpenAI's prompt_tokens.
@@ -156,11 +157,11 @@ func anthropicCodes(f errorFields) (Class, string, bool) {
 // messagesBody is the Messages API request: system messages joined (blank
 // line between) into the top-level system field, the others in order.
 func messagesBody(req Request) messagesRequest {
-	body := messagesRequest{Model: req.Model, MaxTokens: req.MaxTokens, Messages: []Message{}}
+	body := messagesRequest{Model: req.Model, MaxTokens: req.OutputLimit(), Messages: []Message{}}
 	var system []string
 	for _, m := range req.Messages {
 		if m.Role == "system" {
-			system = append(system, m.Content)
+			system = append(system, m.Content.String())
 			continue
 		}
 		body.Messages = append(body.Messages, m)

@@ -36,8 +36,8 @@ type anthropicEvent struct {
 
 // Stream streams a Messages API answer: text_delta events become deltas,
 // message_start and message_delta carry the usage, message_stop ends it.
-func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string)) (*Response, error) {
-	if req.MaxTokens <= 0 {
+func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
+	if req.OutputLimit() <= 0 {
 		return nil, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
 	}
 	body := anthropicStreamRequest{messagesRequest: messagesBody(req), Stream: true}
@@ -45,6 +45,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 
 	out := &Response{}
 	var text strings.Builder
+	var finish string
 	usage := &Usage{}
 	status, err := sseCall{
 		hc: c.hc, url: c.endpoint, header: h, payload: body, key: req.IdempotencyKey, classify: ClassifyAnthropic,
@@ -64,12 +65,12 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 				if ev.Delta != nil && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
 					text.WriteString(ev.Delta.Text)
 					if onDelta != nil {
-						onDelta(ev.Delta.Text)
+						onDelta(Delta{Content: ev.Delta.Text})
 					}
 				}
 			case "message_delta":
 				if ev.Delta != nil && ev.Delta.StopReason != "" {
-					out.FinishReason = ev.Delta.StopReason
+					finish = ev.Delta.StopReason
 				}
 				if ev.Usage != nil {
 					usage.OutputTokens = int64(ev.Usage.OutputTokens)
@@ -85,27 +86,29 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(string
 			r, err := parseMessage(status, header, b)
 			if err == nil {
 				*out = *r
-				text.WriteString(r.Content)
+				text.WriteString(r.Text())
+				finish = r.FinishReason()
 				usage = r.Usage
 				if onDelta != nil {
-					onDelta(r.Content)
+					onDelta(Delta{Content: r.Text()})
 				}
 			}
 			return err
 		},
 	}.do(ctx)
 	out.Status = status
-	out.Content = text.String()
+	content := text.String()
+	out.Choices = TextResponse(content, finish).Choices
 	if usage != nil && (usage.InputTokens != 0 || usage.OutputTokens != 0) {
 		out.Usage = usage
 	}
 	if err != nil {
 		return out, err
 	}
-	if out.FinishReason == "refusal" && out.Content == "" {
+	if finish == "refusal" && content == "" {
 		return out, &Error{Class: ClassRejected, Status: status, Code: CodeRefusal}
 	}
-	if out.Content == "" {
+	if content == "" {
 		return out, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
 	return out, nil

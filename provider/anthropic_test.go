@@ -19,8 +19,8 @@ import (
 func TestAnthropicCompleteAgainstFake(t *testing.T) {
 	t.Parallel()
 	msgs := []provider.Message{
-		{Role: "system", Content: "You are terse."}, // 14 bytes: 4+4 tokens
-		{Role: "user", Content: "Say hi"},           // 6 bytes: 2+4 tokens
+		{Role: "system", Content: provider.Text("You are terse.")}, // 14 bytes: 4+4 tokens
+		{Role: "user", Content: provider.Text("Say hi")},           // 6 bytes: 2+4 tokens
 	}
 	tests := []struct {
 		name      string
@@ -34,21 +34,14 @@ func TestAnthropicCompleteAgainstFake(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f, c := startFakeKind(t, provider.KindAnthropic)
-			got, err := c.Complete(t.Context(), provider.Request{
-				Model: "claude-test", Messages: msgs, MaxTokens: tt.maxTokens, IdempotencyKey: "task-1:1",
-			})
+			got, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: "claude-test", Messages: msgs, MaxTokens: tt.maxTokens}, IdempotencyKey: "task-1:1"})
 			if err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-			want := &provider.Response{
-				// The fake answers the same conversation alike on every
-				// endpoint: the system prompt went out as "system".
-				Content:      fakeContent(t, msgs),
-				Model:        "claude-test",
-				FinishReason: "end_turn",
-				Usage:        &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut},
-				Status:       200,
-			}
+			// The fake answers the same conversation alike on every
+			// endpoint: the system prompt went out as "system".
+			want := withMeta(provider.TextResponse(fakeContent(t, msgs), "end_turn"), "claude-test",
+				&provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut}, 200)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Complete mismatch (-want +got):\n%s", diff)
 			}
@@ -70,19 +63,17 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 	errBody := func(typ, msg string) string {
 		return `{"type":"error","error":{"type":"` + typ + `","message":"` + msg + `"},"request_id":"req_011CX"}`
 	}
-	runScripted(t, provider.KindAnthropic, provider.Request{
-		Model: "claude-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, MaxTokens: 64, IdempotencyKey: "task-7:3",
-	}, []scriptedCase{
+	runScripted(t, provider.KindAnthropic, provider.Request{Chat: provider.Chat{Model: "claude-test", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}, MaxTokens: 64}, IdempotencyKey: "task-7:3"}, []scriptedCase{
 		{
 			name:   "success without usage",
 			script: fake.Scripted{Body: body(`[{"type":"text","text":"hello"}]`, "end_turn", "")},
-			want:   &provider.Response{Content: "hello", Model: "claude-real-2026", FinishReason: "end_turn", Status: 200},
+			want:   withMeta(provider.TextResponse("hello", "end_turn"), "claude-real-2026", nil, 200),
 		},
 		{
 			name: "text blocks joined, other blocks skipped, cached prompt tokens counted",
 			script: fake.Scripted{Body: body(`[{"type":"thinking","thinking":"hmm","signature":"x"},{"type":"text","text":"hel"},{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"text","text":"lo"}]`,
 				"max_tokens", `,"usage":{"input_tokens":3,"cache_creation_input_tokens":10,"cache_read_input_tokens":100,"output_tokens":2}`)},
-			want: &provider.Response{Content: "hello", Model: "claude-real-2026", FinishReason: "max_tokens", Usage: &provider.Usage{InputTokens: 113, OutputTokens: 2}, Status: 200},
+			want: withMeta(provider.TextResponse("hello", "max_tokens"), "claude-real-2026", &provider.Usage{InputTokens: 113, OutputTokens: 2}, 200),
 		},
 		{
 			name:    "500 api_error",
@@ -169,13 +160,13 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 		{
 			name:   "200 negative usage",
 			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":3,"output_tokens":-1}`)},
-			want:   &provider.Response{Content: "hi", Model: "claude-real-2026", FinishReason: "end_turn", Usage: &provider.Usage{InputTokens: 3, OutputTokens: -1}, Status: 200},
+			want:   withMeta(provider.TextResponse("hi", "end_turn"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: -1}, 200),
 		},
 		{
 			// The prompt's parts summed would wrap to a negative count.
 			name:   "200 cached tokens summing past an int64",
 			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807,"output_tokens":1}`)},
-			want:   &provider.Response{Content: "hi", Model: "claude-real-2026", FinishReason: "end_turn", Usage: &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: 1}, Status: 200},
+			want:   withMeta(provider.TextResponse("hi", "end_turn"), "claude-real-2026", &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: 1}, 200),
 		},
 		{
 			name:    "200 carrying an error body",
@@ -189,7 +180,7 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 func TestAnthropicRequiresMaxTokens(t *testing.T) {
 	t.Parallel()
 	f, c := startFakeKind(t, provider.KindAnthropic)
-	_, err := c.Complete(t.Context(), provider.Request{Model: "claude-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}})
+	_, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: "claude-test", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}}})
 	want := &provider.Error{Class: provider.ClassRejected, Code: "invalid_request"}
 	if diff := cmp.Diff(want, asError(t, err), ignoreRaw); diff != "" {
 		t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
@@ -204,11 +195,11 @@ func TestAnthropicRequiresMaxTokens(t *testing.T) {
 func TestAnthropicWireRequest(t *testing.T) {
 	t.Parallel()
 	conversation := []provider.Message{
-		{Role: "system", Content: "Be brief."},
-		{Role: "user", Content: "hi"},
-		{Role: "system", Content: "Be kind."},
-		{Role: "assistant", Content: "yo"},
-		{Role: "user", Content: "again"},
+		{Role: "system", Content: provider.Text("Be brief.")},
+		{Role: "user", Content: provider.Text("hi")},
+		{Role: "system", Content: provider.Text("Be kind.")},
+		{Role: "assistant", Content: provider.Text("yo")},
+		{Role: "user", Content: provider.Text("again")},
 	}
 	tests := []struct {
 		name     string
@@ -219,20 +210,20 @@ func TestAnthropicWireRequest(t *testing.T) {
 	}{
 		{
 			name:     "system messages lifted out",
-			req:      provider.Request{Model: "claude-x", Messages: conversation, MaxTokens: 7, IdempotencyKey: "t:2"},
+			req:      provider.Request{Chat: provider.Chat{Model: "claude-x", Messages: conversation, MaxTokens: 7}, IdempotencyKey: "t:2"},
 			wantBody: `{"model":"claude-x","max_tokens":7,"system":"Be brief.\n\nBe kind.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}]}`,
 			wantKey:  "t:2",
 		},
 		{
 			name:     "no system, trailing slash",
 			baseURL:  "/",
-			req:      provider.Request{Model: "m", Messages: []provider.Message{{Role: "user", Content: "hi"}}, MaxTokens: 1},
+			req:      provider.Request{Chat: provider.Chat{Model: "m", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}, MaxTokens: 1}},
 			wantBody: `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`,
 		},
 		{
 			name:     "base URL with /v1 reaches the same endpoint",
 			baseURL:  "/v1/",
-			req:      provider.Request{Model: "m", MaxTokens: 1},
+			req:      provider.Request{Chat: provider.Chat{Model: "m", MaxTokens: 1}},
 			wantBody: `{"model":"m","max_tokens":1,"messages":[]}`,
 		},
 	}

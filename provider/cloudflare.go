@@ -69,7 +69,7 @@ func (c *Cloudflare) Complete(ctx context.Context, req Request) (*Response, erro
 		hc:       c.hc,
 		url:      c.prefix + path,
 		header:   h,
-		payload:  workersAIRequest{Messages: msgs, MaxTokens: req.MaxTokens, ResponseFormat: jsonMode(req.JSONMode)},
+		payload:  workersAIRequest{Messages: msgs, MaxTokens: req.OutputLimit(), ResponseFormat: jsonMode(req.ResponseFormat)},
 		key:      req.IdempotencyKey,
 		classify: ClassifyCloudflare,
 		parse:    parseWorkersAI,
@@ -134,7 +134,8 @@ func parseWorkersAI(status int, header http.Header, body []byte) (*Response, err
 	if strings.TrimSpace(content) == "" {
 		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
-	r := &Response{Content: content, Status: status}
+	r := TextResponse(content, "")
+	r.Status = status
 	if res.Usage != nil {
 		r.Usage = &Usage{InputTokens: int64(res.Usage.PromptTokens), OutputTokens: int64(res.Usage.CompletionTokens)}
 	}

@@ -19,8 +19,8 @@ const llama = "@cf/meta/llama-3.1-8b-instruct"
 func TestCloudflareCompleteAgainstFake(t *testing.T) {
 	t.Parallel()
 	msgs := []provider.Message{
-		{Role: "system", Content: "You are terse."}, // 14 bytes: 4+4 tokens
-		{Role: "user", Content: "Say hi"},           // 6 bytes: 2+4 tokens
+		{Role: "system", Content: provider.Text("You are terse.")}, // 14 bytes: 4+4 tokens
+		{Role: "user", Content: provider.Text("Say hi")},           // 6 bytes: 2+4 tokens
 	}
 	tests := []struct {
 		name      string
@@ -35,18 +35,12 @@ func TestCloudflareCompleteAgainstFake(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f, c := startFakeKind(t, provider.KindCloudflare)
-			got, err := c.Complete(t.Context(), provider.Request{
-				Model: llama, Messages: msgs, MaxTokens: tt.maxTokens, IdempotencyKey: "task-1:1",
-			})
+			got, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: llama, Messages: msgs, MaxTokens: tt.maxTokens}, IdempotencyKey: "task-1:1"})
 			if err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
 			// Workers AI reports neither the model nor a finish reason.
-			want := &provider.Response{
-				Content: fakeContent(t, msgs),
-				Usage:   &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut},
-				Status:  200,
-			}
+			want := withMeta(provider.TextResponse(fakeContent(t, msgs), ""), "", &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut}, 200)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Complete mismatch (-want +got):\n%s", diff)
 			}
@@ -67,23 +61,21 @@ func TestCloudflareCompleteScripted(t *testing.T) {
 		return `{"result":null,"success":false,"errors":[{"code":` + code + `,"message":"` + msg + `"}],"messages":[]}`
 	}
 	const usage = `"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`
-	runScripted(t, provider.KindCloudflare, provider.Request{
-		Model: llama, Messages: []provider.Message{{Role: "user", Content: "hi"}}, MaxTokens: 64, IdempotencyKey: "task-7:3",
-	}, []scriptedCase{
+	runScripted(t, provider.KindCloudflare, provider.Request{Chat: provider.Chat{Model: llama, Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}, MaxTokens: 64}, IdempotencyKey: "task-7:3"}, []scriptedCase{
 		{
 			name:   "success without usage",
 			script: fake.Scripted{Body: ok(`{"response":"hello"}`)},
-			want:   &provider.Response{Content: "hello", Status: 200},
+			want:   withMeta(provider.TextResponse("hello", ""), "", nil, 200),
 		},
 		{
 			name:   "JSON mode object re-encoded as text",
 			script: fake.Scripted{Body: ok(`{"response":{ "answer" : 42, "tags": ["a"] },` + usage + `}`)},
-			want:   &provider.Response{Content: `{"answer":42,"tags":["a"]}`, Usage: &provider.Usage{InputTokens: 3, OutputTokens: 2}, Status: 200},
+			want:   withMeta(provider.TextResponse(`{"answer":42,"tags":["a"]}`, ""), "", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
 		},
 		{
 			name:   "OpenAI-shaped result",
 			script: fake.Scripted{Body: ok(`{"id":"x","object":"chat.completion","model":"@cf/openai/gpt-oss-120b","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`)},
-			want:   &provider.Response{Content: "hello", Model: "@cf/openai/gpt-oss-120b", FinishReason: "stop", Usage: &provider.Usage{InputTokens: 3, OutputTokens: 2}, Status: 200},
+			want:   withMeta(provider.TextResponse("hello", "stop"), "@cf/openai/gpt-oss-120b", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
 		},
 		{
 			name:    "500",
@@ -161,7 +153,7 @@ func TestCloudflareCompleteScripted(t *testing.T) {
 		{
 			name:   "200 negative usage",
 			script: fake.Scripted{Body: ok(`{"response":"hi","usage":{"prompt_tokens":-3,"completion_tokens":2}}`)},
-			want:   &provider.Response{Content: "hi", Usage: &provider.Usage{InputTokens: -3, OutputTokens: 2}, Status: 200},
+			want:   withMeta(provider.TextResponse("hi", ""), "", &provider.Usage{InputTokens: -3, OutputTokens: 2}, 200),
 		},
 	})
 }
@@ -172,7 +164,7 @@ func TestCloudflareRefusesModelNamesThatLeaveTheRunPath(t *testing.T) {
 		t.Run(model, func(t *testing.T) {
 			t.Parallel()
 			f, c := startFakeKind(t, provider.KindCloudflare)
-			_, err := c.Complete(t.Context(), provider.Request{Model: model, MaxTokens: 1})
+			_, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: model, MaxTokens: 1}})
 			want := &provider.Error{Class: provider.ClassRejected, Code: "invalid_request"}
 			if diff := cmp.Diff(want, asError(t, err), ignoreRaw); diff != "" {
 				t.Errorf("Complete(%q) error mismatch (-want +got):\n%s", model, diff)
@@ -197,7 +189,7 @@ func TestCloudflareWireRequest(t *testing.T) {
 		{
 			name:     "model with slashes",
 			account:  "0123abcd",
-			req:      provider.Request{Model: llama, Messages: []provider.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"}}, MaxTokens: 7, IdempotencyKey: "t:2"},
+			req:      provider.Request{Chat: provider.Chat{Model: llama, Messages: []provider.Message{{Role: "system", Content: provider.Text("Be brief.")}, {Role: "user", Content: provider.Text("hi")}}, MaxTokens: 7}, IdempotencyKey: "t:2"},
 			wantPath: "/client/v4/accounts/0123abcd/ai/run/" + llama,
 			wantBody: `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"max_tokens":7}`,
 			wantKey:  "t:2",
@@ -206,7 +198,7 @@ func TestCloudflareWireRequest(t *testing.T) {
 			name:     "base URL with /client/v4, odd characters escaped",
 			baseURL:  "/client/v4/",
 			account:  "a b",
-			req:      provider.Request{Model: "@hf/x?y#z"},
+			req:      provider.Request{Chat: provider.Chat{Model: "@hf/x?y#z"}},
 			wantPath: "/client/v4/accounts/a%20b/ai/run/@hf/x%3Fy%23z",
 			wantBody: `{"messages":[]}`,
 		},

@@ -93,7 +93,7 @@ func runScripted(t *testing.T, kind string, req provider.Request, tests []script
 // (ambiguous) in the same place.
 func TestCompleteNetworkFailures(t *testing.T) {
 	t.Parallel()
-	req := provider.Request{Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, MaxTokens: 16, IdempotencyKey: "task-9:1"}
+	req := provider.Request{Chat: provider.Chat{Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}, MaxTokens: 16}, IdempotencyKey: "task-9:1"}
 	for _, kind := range provider.Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -253,7 +253,7 @@ func TestCompleteBoundsTheBody(t *testing.T) {
 				t.Parallel()
 				f, c := startFakeKind(t, kind)
 				f.Script(fake.Scripted{Status: tt.status, Body: tt.body})
-				_, err := c.Complete(t.Context(), provider.Request{Model: "m", MaxTokens: 1})
+				_, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: "m", MaxTokens: 1}})
 				if diff := cmp.Diff(tt.want, asError(t, err), ignoreRaw); diff != "" {
 					t.Errorf("Complete error mismatch (-want +got):\n%s", diff)
 				}

@@ -70,9 +70,7 @@ func TestHTTPClientKeepsConnections(t *testing.T) {
 				errs := make(chan error, calls)
 				for range calls {
 					wg.Go(func() {
-						_, err := c.Complete(t.Context(), provider.Request{
-							Model: "gpt-4o-mini", Messages: []provider.Message{{Role: "user", Content: "hello"}},
-						})
+						_, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: "gpt-4o-mini", Messages: []provider.Message{{Role: "user", Content: provider.Text("hello")}}}})
 						errs <- err
 					})
 				}

@@ -42,7 +42,7 @@ func TestNewDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			_, err = c.Complete(t.Context(), provider.Request{Model: "@cf/m", MaxTokens: 1})
+			_, err = c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: "@cf/m", MaxTokens: 1}})
 			if pe := asError(t, err); pe.Code != provider.CodeConnectionError {
 				t.Errorf("Complete error = %v, want connection_error from the recording transport", pe)
 			}

@@ -45,8 +45,8 @@ type responseFormat struct {
 	Type string `json:"type"`
 }
 
-func jsonMode(on bool) *responseFormat {
-	if !on {
+func jsonMode(f *ResponseFormat) *responseFormat {
+	if f == nil || f.Type != FormatJSONObject {
 		return nil
 	}
 	return &responseFormat{Type: "json_object"}
@@ -72,7 +72,7 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
 		hc:       c.hc,
 		url:      c.endpoint,
 		header:   h,
-		payload:  chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens, ResponseFormat: jsonMode(req.JSONMode)},
+		payload:  chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.OutputLimit(), ResponseFormat: jsonMode(req.ResponseFormat)},
 		key:      req.IdempotencyKey,
 		classify: ClassifyOpenAI,
 		parse:    parseCompletion,
@@ -151,12 +151,8 @@ func parseCompletion(status int, header http.Header, body []byte) (*Response, er
 		return nil, e
 	}
 
-	r := &Response{
-		Content:      content,
-		Model:        cc.Model,
-		FinishReason: choice.FinishReason,
-		Status:       status,
-	}
+	r := TextResponse(content, choice.FinishReason)
+	r.Model, r.Status = cc.Model, status
 	if cc.Usage != nil {
 		r.Usage = &Usage{InputTokens: int64(cc.Usage.PromptTokens), OutputTokens: int64(cc.Usage.CompletionTokens)}
 	}

@@ -70,8 +70,8 @@ func fakeContent(t *testing.T, msgs []provider.Message) string {
 func TestOpenAICompleteAgainstFake(t *testing.T) {
 	t.Parallel()
 	msgs := []provider.Message{
-		{Role: "system", Content: "You are terse."}, // 14 bytes: 4+4 tokens
-		{Role: "user", Content: "Say hi"},           // 6 bytes: 2+4 tokens
+		{Role: "system", Content: provider.Text("You are terse.")}, // 14 bytes: 4+4 tokens
+		{Role: "user", Content: provider.Text("Say hi")},           // 6 bytes: 2+4 tokens
 	}
 	tests := []struct {
 		name      string
@@ -86,19 +86,11 @@ func TestOpenAICompleteAgainstFake(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f, c := startFake(t)
-			got, err := c.Complete(t.Context(), provider.Request{
-				Model: "gpt-test", Messages: msgs, MaxTokens: tt.maxTokens, IdempotencyKey: "task-1:1",
-			})
+			got, err := c.Complete(t.Context(), provider.Request{Chat: provider.Chat{Model: "gpt-test", Messages: msgs, MaxTokens: tt.maxTokens}, IdempotencyKey: "task-1:1"})
 			if err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-			want := &provider.Response{
-				Content:      fakeContent(t, msgs),
-				Model:        "gpt-test",
-				FinishReason: "stop",
-				Usage:        &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut},
-				Status:       200,
-			}
+			want := withMeta(provider.TextResponse(fakeContent(t, msgs), "stop"), "gpt-test", &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut}, 200)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Complete mismatch (-want +got):\n%s", diff)
 			}
@@ -120,12 +112,12 @@ func TestOpenAICompleteScripted(t *testing.T) {
 		{
 			name:   "success without usage",
 			script: fake.Scripted{Status: 200, Body: body(`"hello"`, "stop", "")},
-			want:   &provider.Response{Content: "hello", Model: "gpt-real-2026", FinishReason: "stop", Status: 200},
+			want:   withMeta(provider.TextResponse("hello", "stop"), "gpt-real-2026", nil, 200),
 		},
 		{
 			name:   "success with content parts",
 			script: fake.Scripted{Status: 200, Body: body(`[{"type":"text","text":"hel"},{"type":"text","text":"lo"}]`, "length", `,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`)},
-			want:   &provider.Response{Content: "hello", Model: "gpt-real-2026", FinishReason: "length", Usage: &provider.Usage{InputTokens: 3, OutputTokens: 2}, Status: 200},
+			want:   withMeta(provider.TextResponse("hello", "length"), "gpt-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
 		},
 		{
 			name:    "500",
@@ -193,17 +185,17 @@ func TestOpenAICompleteScripted(t *testing.T) {
 		{
 			name:   "200 negative usage",
 			script: fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":-5,"completion_tokens":1}`)},
-			want:   &provider.Response{Content: "hi", Model: "gpt-real-2026", FinishReason: "stop", Usage: &provider.Usage{InputTokens: -5, OutputTokens: 1}, Status: 200},
+			want:   withMeta(provider.TextResponse("hi", "stop"), "gpt-real-2026", &provider.Usage{InputTokens: -5, OutputTokens: 1}, 200),
 		},
 		{
 			name:   "200 usage beyond an int64",
 			script: fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":99999999999999999999,"completion_tokens":1e30}`)},
-			want:   &provider.Response{Content: "hi", Model: "gpt-real-2026", FinishReason: "stop", Usage: &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64}, Status: 200},
+			want:   withMeta(provider.TextResponse("hi", "stop"), "gpt-real-2026", &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64}, 200),
 		},
 		{
 			name:   "200 fractional usage",
 			script: fake.Scripted{Status: 200, Body: body(`"hi"`, "stop", `,"usage":{"prompt_tokens":3.9,"completion_tokens":null}`)},
-			want:   &provider.Response{Content: "hi", Model: "gpt-real-2026", FinishReason: "stop", Usage: &provider.Usage{InputTokens: 3, OutputTokens: 0}, Status: 200},
+			want:   withMeta(provider.TextResponse("hi", "stop"), "gpt-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 0}, 200),
 		},
 		{
 			name:    "200 carrying an error body",
@@ -223,9 +215,7 @@ func TestOpenAICompleteScripted(t *testing.T) {
 			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "content_policy"},
 		},
 	}
-	runScripted(t, provider.KindOpenAI, provider.Request{
-		Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: "hi"}}, IdempotencyKey: "task-7:3",
-	}, tests)
+	runScripted(t, provider.KindOpenAI, provider.Request{Chat: provider.Chat{Model: "gpt-test", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}}, IdempotencyKey: "task-7:3"}, tests)
 }
 
 // TestOpenAIWireRequest checks what goes over the wire, which the fake does
@@ -242,14 +232,14 @@ func TestOpenAIWireRequest(t *testing.T) {
 		{
 			name:     "full request",
 			baseURL:  "/v1",
-			req:      provider.Request{Model: "gpt-4.1", Messages: []provider.Message{{Role: "user", Content: "hi"}}, MaxTokens: 7, IdempotencyKey: "t:2"},
+			req:      provider.Request{Chat: provider.Chat{Model: "gpt-4.1", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}, MaxTokens: 7}, IdempotencyKey: "t:2"},
 			wantBody: `{"model":"gpt-4.1","messages":[{"role":"user","content":"hi"}],"max_tokens":7}`,
 			wantKey:  "t:2",
 		},
 		{
 			name:     "no limit, no messages, trailing slash",
 			baseURL:  "/v1/",
-			req:      provider.Request{Model: "m"},
+			req:      provider.Request{Chat: provider.Chat{Model: "m"}},
 			wantBody: `{"model":"m","messages":[]}`,
 		},
 	}

@@ -62,7 +62,7 @@ func FuzzParsers(f *testing.F) {
 		defer ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		req := Request{Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 16}
+		req := Request{Chat: Chat{Model: "m", Messages: []Message{{Role: "user", Content: Text("hi")}}, MaxTokens: 16}}
 		if p.name == "openai" {
 			_, _ = NewOpenAI(ts.URL, "k", ts.Client()).Stream(ctx, req, nil)
 		} else {

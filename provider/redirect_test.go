@@ -54,8 +54,7 @@ func TestCallsNeverFollowRedirects(t *testing.T) {
 						t.Cleanup(redirector.Close)
 
 						c := newClient(t, kind, redirector.URL, hc())
-						req := provider.Request{Model: "gpt-4o-mini", MaxTokens: 16,
-							Messages: []provider.Message{{Role: "user", Content: "secret prompt"}}}
+						req := provider.Request{Chat: provider.Chat{Model: "gpt-4o-mini", MaxTokens: 16, Messages: []provider.Message{{Role: "user", Content: provider.Text("secret prompt")}}}}
 						var err error
 						if s, ok := c.(streamer); ok && stream {
 							_, err = s.Stream(t.Context(), req, func(string) {})

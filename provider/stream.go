@@ -20,7 +20,7 @@ type Streamer interface {
 	// provider reports it) or a *Error. When a stream is cut after content
 	// arrived, it returns both the partial Response and a *Error of class
 	// ambiguous, code stream_cut: the call ran, and may be billed.
-	Stream(ctx context.Context, req Request, onDelta func(string)) (*Response, error)
+	Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error)
 }
 
 type streamRequest struct {
@@ -53,12 +53,12 @@ const maxEventBytes = 1 << 20
 
 // Stream streams a chat completion in the OpenAI chunk format, always
 // asking for usage in the final chunk.
-func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) (*Response, error) {
+func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
 	msgs := req.Messages
 	if msgs == nil {
 		msgs = []Message{}
 	}
-	body := streamRequest{Model: req.Model, Messages: msgs, MaxTokens: req.MaxTokens, Stream: true}
+	body := streamRequest{Model: req.Model, Messages: msgs, MaxTokens: req.OutputLimit(), Stream: true}
 	body.StreamOptions.IncludeUsage = true
 	h := http.Header{}
 	if c.apiKey != "" {
@@ -66,6 +66,7 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) 
 	}
 	out := &Response{}
 	var text strings.Builder
+	var finish string
 	status, err := sseCall{
 		hc: c.hc, url: c.endpoint, header: h, payload: body, key: req.IdempotencyKey, classify: ClassifyOpenAI,
 		onData: func(data string) (bool, error) {
@@ -86,11 +87,11 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) 
 				if choice.Delta.Content != "" {
 					text.WriteString(choice.Delta.Content)
 					if onDelta != nil {
-						onDelta(choice.Delta.Content)
+						onDelta(Delta{Content: choice.Delta.Content})
 					}
 				}
 				if choice.FinishReason != nil {
-					out.FinishReason = *choice.FinishReason
+					finish = *choice.FinishReason
 				}
 			}
 			if ch.Usage != nil {
@@ -102,20 +103,22 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(string)) 
 			r, err := parseCompletion(status, header, b)
 			if err == nil {
 				*out = *r
-				text.WriteString(r.Content)
+				text.WriteString(r.Text())
+				finish = r.FinishReason()
 				if onDelta != nil {
-					onDelta(r.Content)
+					onDelta(Delta{Content: r.Text()})
 				}
 			}
 			return err
 		},
 	}.do(ctx)
 	out.Status = status
-	out.Content = text.String()
+	content := text.String()
+	out.Choices = TextResponse(content, finish).Choices
 	if err != nil {
 		return out, err
 	}
-	if out.Content == "" {
+	if content == "" {
 		return out, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput, cause: errors.New("empty stream")}
 	}
 	return out, nil

@@ -108,8 +108,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 		return Answer{}, err
 	}
 	inputHash := hashInput(r.Name, clean)
-	req := tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, JSONMode: r.OutputJSON, Messages: []provider.Message{
-		{Role: "system", Content: system}, {Role: "user", Content: user}}}
+	req := r.request(system, user)
 
 	// A retry of a call already made skips the guards: it costs nothing.
 	found, err := s.tasks.Exists(ctx, c.OwnerID, c.IdempotencyKey)
@@ -379,8 +378,15 @@ func (s *Service) Submission(c Call) (tasks.Submission, error) {
 	}
 	return tasks.Submission{
 		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID,
-		Request: tasks.Request{Model: r.Model, MaxTokens: r.MaxTokens, JSONMode: r.OutputJSON, Messages: []provider.Message{
-			{Role: "system", Content: system}, {Role: "user", Content: user}}},
-		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: r.MaxRetries + 1, CallTimeout: r.Deadline,
+		Request: r.request(system, user),
+		Route:   r.Name, PromptVersion: r.PromptVersion, MaxAttempts: r.MaxRetries + 1, CallTimeout: r.Deadline,
 	}, nil
+}
+
+// request is the task request of one call of r with its prompt filled in.
+func (r *Route) request(system, user string) tasks.Request {
+	req := tasks.Request{JSONMode: r.OutputJSON}
+	req.Model, req.MaxTokens = r.Model, r.MaxTokens
+	req.Messages = []provider.Message{{Role: "system", Content: provider.Text(system)}, {Role: "user", Content: provider.Text(user)}}
+	return req
 }

@@ -104,7 +104,7 @@ func TestDigestPlainKeysRewritesKeysStoredInClear(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	key := e.owner("acme", accounts.RoleClient, 1_000_000)
 	plainOf := func(content string) []byte {
-		return tasks.Request{Model: "test-model", Messages: []provider.Message{{Role: "user", Content: content}}}.Hash()
+		return tasks.Request{Chat: provider.Chat{Model: "test-model", Messages: []provider.Message{{Role: "user", Content: provider.Text(content)}}}}.Hash()
 	}
 	ids := map[string]string{}
 	for _, k := range []string{"legacy-a", "legacy-b", "legacy-c", "newer"} {

@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -22,133 +19,12 @@ import (
 // Tollgate and keeps working, and every call becomes a Tollgate task with
 // its reservation, classified failures and replay record.
 
-type oaiMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name,omitempty"`
-}
-
-// oaiRequest holds the fields Tollgate acts on. Other valid OpenAI fields
-// (temperature, top_p, seed, stop, response_format, tools, ...) are
-// accepted and ignored, as the README documents.
-type oaiRequest struct {
-	Model               string       `json:"model"`
-	Messages            []oaiMessage `json:"messages"`
-	MaxTokens           *int         `json:"max_tokens"`
-	MaxCompletionTokens *int         `json:"max_completion_tokens"`
-	N                   *int         `json:"n"`
-	Stream              bool         `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Metadata map[string]any `json:"metadata"`
-	User     string         `json:"user"`
-}
-
-// text turns OpenAI content (a string, or an array of parts) into text;
-// only text parts are supported. path names the content in errors.
-func (m oaiMessage) text(path string) (string, error) {
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := decodeBytes(m.Content, &parts, scanLenient, path); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && len(ae.fields) > 0 && ae.fields[0].Field != path {
-			return "", err
-		}
-		return "", badRequest("A message content is not supported.",
-			tasks.FieldError{Field: path, Message: "content must be a string or an array of text parts"})
-	}
-	var b strings.Builder
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", badRequest("A message content is not supported.",
-				tasks.FieldError{Field: fmt.Sprintf("%s[%d].type", path, j), Message: fmt.Sprintf("content parts of type %q are not supported", clipText(p.Type, 64))})
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
-func (r oaiRequest) task() (tasks.Request, error) {
-	out := tasks.Request{Model: r.Model, Metadata: r.Metadata}
-	if r.N != nil && *r.N != 1 {
-		return out, badRequest("Only n = 1 is supported.", tasks.FieldError{Field: "n", Message: "must be 1"})
-	}
-	switch {
-	case r.MaxCompletionTokens != nil:
-		out.MaxTokens = *r.MaxCompletionTokens
-	case r.MaxTokens != nil:
-		out.MaxTokens = *r.MaxTokens
-	}
-	for i, m := range r.Messages {
-		role := m.Role
-		if role == "developer" {
-			role = "system"
-		}
-		text, err := m.text(fmt.Sprintf("messages[%d].content", i))
-		if err != nil {
-			return out, err
-		}
-		out.Messages = append(out.Messages, provider.Message{Role: role, Content: text})
-	}
-	return out, nil
-}
-
-type oaiChoice struct {
-	Index        int               `json:"index"`
-	Message      map[string]string `json:"message"`
-	FinishReason string            `json:"finish_reason"`
-	Logprobs     *struct{}         `json:"logprobs"`
-}
-
-type oaiUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
 // clipText cuts a client's string short for an error message.
 func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
-}
-
-// usageOut is a task's usage in OpenAI's shape; the total saturates
-// rather than wrapping, whatever figures were stored.
-func usageOut(u tasks.Usage) oaiUsage {
-	return oaiUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: budget.SaturatingAdd(u.InputTokens, u.OutputTokens)}
-}
-
-type oaiCompletion struct {
-	ID      string      `json:"id"`
-	Object  string      `json:"object"`
-	Created int64       `json:"created"`
-	Model   string      `json:"model"`
-	Choices []oaiChoice `json:"choices"`
-	Usage   oaiUsage    `json:"usage"`
-}
-
-func completionID(taskID string) string { return "chatcmpl-" + strings.ReplaceAll(taskID, "-", "") }
-
-func completionOf(t tasks.Task) oaiCompletion {
-	u := t.Result.Usage
-	finish := t.Result.FinishReason
-	if finish == "" || finish == "end_turn" {
-		finish = "stop"
-	}
-	return oaiCompletion{
-		ID: completionID(t.ID), Object: "chat.completion", Created: t.CreatedAt.Unix(), Model: t.Result.Model,
-		Choices: []oaiChoice{{Message: map[string]string{"role": "assistant", "content": t.Result.Output}, FinishReason: finish}},
-		Usage:   usageOut(u),
-	}
 }
 
 // taskFailed carries a failed task to the error renderer.
@@ -234,107 +110,6 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		}
 		return &taskPending{taskID: t.ID, keyed: keyed}
 	}
-}
-
-// sse writes OpenAI chat.completion.chunk events.
-type sse struct {
-	c       echo.Context
-	started bool
-	gone    bool
-}
-
-func newSSE(c echo.Context) *sse { return &sse{c: c} }
-
-func (s *sse) start(t tasks.Task) {
-	if s.started {
-		return
-	}
-	s.started = true
-	h := s.c.Response().Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	s.c.Response().WriteHeader(http.StatusOK)
-	s.send(s.chunk(t, map[string]string{"role": "assistant", "content": ""}, nil, nil))
-}
-
-func (s *sse) chunk(t tasks.Task, delta map[string]string, finish *string, usage *oaiUsage) map[string]any {
-	choices := []map[string]any{}
-	if delta != nil || finish != nil {
-		if delta == nil {
-			delta = map[string]string{}
-		}
-		choices = append(choices, map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil})
-	}
-	return map[string]any{"id": completionID(t.ID), "object": "chat.completion.chunk", "created": t.CreatedAt.Unix(),
-		"model": t.Model, "choices": choices, "usage": usage}
-}
-
-// send writes one event; it reports false once the client is gone.
-func (s *sse) send(v any) bool {
-	if s.gone {
-		return false
-	}
-	b, _ := json.Marshal(v)
-	if _, err := fmt.Fprintf(s.c.Response(), "data: %s\n\n", b); err != nil || s.c.Request().Context().Err() != nil {
-		s.gone = true
-		return false
-	}
-	s.c.Response().Flush()
-	return true
-}
-
-func (s *sse) content(t tasks.Task, text string) bool {
-	s.start(t)
-	return s.send(s.chunk(t, map[string]string{"content": text}, nil, nil))
-}
-
-func (s *sse) finish(t tasks.Task, withUsage bool) error {
-	s.start(t)
-	finish := "stop"
-	if t.Result != nil && t.Result.FinishReason != "" && t.Result.FinishReason != "end_turn" {
-		finish = t.Result.FinishReason
-	}
-	s.send(s.chunk(t, nil, &finish, nil))
-	if withUsage && t.Result != nil {
-		usage := usageOut(t.Result.Usage)
-		s.send(s.chunk(t, nil, nil, &usage))
-	}
-	if !s.gone {
-		fmt.Fprint(s.c.Response(), "data: [DONE]\n\n")
-		s.c.Response().Flush()
-	}
-	return nil
-}
-
-// streamCompletion runs the task inline and relays the provider's stream.
-// The upstream call does not depend on this connection: a client that
-// leaves does not stop it, and the task is settled all the same.
-func streamCompletion(c echo.Context, d *Deps, created tasks.Created, withUsage bool) error {
-	out := newSSE(c)
-	t, err := d.Tasks.RunInline(c.Request().Context(), created, traceIDOf(c), tasks.Stream{
-		Deliver: func(delta string) bool { return out.content(created.Task, delta) },
-	})
-	if err != nil {
-		if out.started {
-			// Too late for a status: the client gets the error in the
-			// stream, and the failure is logged like any 500.
-			logFailure(d.Logger, c, http.StatusInternalServerError, err)
-			out.send(map[string]any{"error": map[string]any{"message": "Tollgate failed to finish the stream.", "type": "server_error", "code": "application_failure", "param": nil}})
-			return nil
-		}
-		return err
-	}
-	if t.Status != tasks.StatusSucceeded {
-		if out.started {
-			// Too late for a status code: the error goes in the stream,
-			// as OpenAI sends it.
-			_, body := oaiError(&taskFailed{task: t})
-			out.send(body)
-			return nil
-		}
-		return failedTask(context.WithoutCancel(c.Request().Context()), d, created.Task.OwnerID, t)
-	}
-	return out.finish(t, withUsage)
 }
 
 // decodeLenient decodes a JSON body accepting unknown fields: OpenAI adds

@@ -309,7 +309,7 @@ func TestKeyStoredInClearBeforeDigestsIsStillFound(t *testing.T) {
 	e.fake.Script(openaiAnswer("once"))
 	body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`)
 	first := e.waitFinished(key, e.post(key, "legacy-1", body, map[string]string{"Prefer": "wait=30"}).task(t).ID)
-	plain := tasks.Request{Model: "test-model", Messages: []provider.Message{{Role: "user", Content: "hi"}}}.Hash()
+	plain := tasks.Request{Chat: provider.Chat{Model: "test-model", Messages: []provider.Message{{Role: "user", Content: provider.Text("hi")}}}}.Hash()
 	if n := e.scalar(`SELECT count(*) FROM tasks WHERE request_hash = $1`, plain); n != 0 {
 		t.Errorf("the request's plain hash is stored: a dump could confirm a guessed request")
 	}

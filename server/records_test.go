@@ -282,7 +282,7 @@ func TestAnswersReadMetadataRecordsReadTheRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.Request.Messages) != 1 || rec.Request.Messages[0].Content != "a prompt to keep out of answers" || rec.Metadata["ticket"] != "T-1" {
+	if len(rec.Request.Messages) != 1 || rec.Request.Messages[0].Content.String() != "a prompt to keep out of answers" || rec.Metadata["ticket"] != "T-1" {
 		t.Errorf("Record's request = %+v, want the whole stored request", rec.Request)
 	}
 }

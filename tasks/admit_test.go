@@ -39,7 +39,7 @@ func TestAdmittedTaskIsTheRowAsRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.sub.Request
-			req.Messages = []provider.Message{{Role: "user", Content: "hello"}}
+			req.Messages = []provider.Message{{Role: "user", Content: provider.Text("hello")}}
 			stored, err := json.Marshal(req)
 			if err != nil {
 				t.Fatal(err)

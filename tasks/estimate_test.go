@@ -19,7 +19,7 @@ func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 	dear := catalog.Model{Name: "dear", Provider: "p", InputMicrosPerMTok: budget.MaxPricePerMTok, OutputMicrosPerMTok: budget.MaxPricePerMTok}
 	cat := &catalog.Catalog{Providers: []catalog.Provider{{Key: "p", Kind: "openai"}}, Models: []catalog.Model{huge, wraps, dear}}
 	s := &Service{cfg: Config{Catalog: cat, DefaultMaxTokens: 1024}}
-	msg := []provider.Message{{Role: "user", Content: "abcdefgh"}} // 2 + 4 tokens
+	msg := []provider.Message{{Role: "user", Content: provider.Text("abcdefgh")}} // 2 + 4 tokens
 	cases := []struct {
 		name      string
 		model     catalog.Model
@@ -32,7 +32,7 @@ func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, _ := s.estimate(c.model, true, Request{Model: c.model.Name, Messages: msg, MaxTokens: c.maxTokens})
+			got, _ := s.estimate(c.model, true, Request{Chat: provider.Chat{Model: c.model.Name, Messages: msg, MaxTokens: c.maxTokens}})
 			if got != c.want {
 				t.Errorf("reservation %d, want %d", got, c.want)
 			}

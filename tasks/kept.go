@@ -63,7 +63,7 @@ type keptUsage struct {
 }
 
 func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
-	b := keptBody{Content: resp.Content, Model: resp.Model, FinishReason: resp.FinishReason, Status: resp.Status, Stream: stream}
+	b := keptBody{Content: resp.Text(), Model: resp.Model, FinishReason: resp.FinishReason(), Status: resp.Status, Stream: stream}
 	if resp.Usage != nil {
 		b.Usage = &keptUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	}
@@ -72,7 +72,8 @@ func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
 
 // response is the provider's answer as the run received it.
 func (b keptBody) response() *provider.Response {
-	r := &provider.Response{Content: b.Content, Model: b.Model, FinishReason: b.FinishReason, Status: b.Status}
+	r := provider.TextResponse(b.Content, b.FinishReason)
+	r.Model, r.Status = b.Model, b.Status
 	if b.Usage != nil {
 		r.Usage = &provider.Usage{InputTokens: b.Usage.InputTokens, OutputTokens: b.Usage.OutputTokens}
 	}

@@ -84,8 +84,8 @@ func TestKeptBodyRoundTrip(t *testing.T) {
 		resp   *provider.Response
 		stream *replay.StreamInfo
 	}{
-		{&provider.Response{Content: "answer", Model: "m-1", FinishReason: "stop", Status: 200, Usage: &provider.Usage{InputTokens: 6, OutputTokens: 3}}, nil},
-		{&provider.Response{Content: "no usage", Status: 200}, &replay.StreamInfo{ChunksSent: 2, ClientDisconnectedAt: &now}},
+		{withMeta(provider.TextResponse("answer", "stop"), "m-1", &provider.Usage{InputTokens: 6, OutputTokens: 3}, 200), nil},
+		{withMeta(provider.TextResponse("no usage", ""), "", nil, 200), &replay.StreamInfo{ChunksSent: 2, ClientDisconnectedAt: &now}},
 	}
 	for _, c := range cases {
 		b := keptBodyOf(c.resp, c.stream)
@@ -96,4 +96,9 @@ func TestKeptBodyRoundTrip(t *testing.T) {
 			t.Errorf("stream mismatch (-want +got):\n%s", diff)
 		}
 	}
+}
+
+func withMeta(r *provider.Response, model string, u *provider.Usage, status int) *provider.Response {
+	r.Model, r.Usage, r.Status = model, u, status
+	return r
 }

@@ -38,7 +38,7 @@ func (p *privacy) request(r Request) Request {
 	out := r
 	out.Messages = make([]provider.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		out.Messages[i] = provider.Message{Role: m.Role, Content: p.text(m.Content)}
+		out.Messages[i] = provider.Message{Role: m.Role, Content: provider.Text(p.text(m.Content.String()))}
 	}
 	if r.Metadata != nil {
 		out.Metadata, _ = p.value(r.Metadata).(map[string]any)

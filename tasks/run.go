@@ -134,7 +134,7 @@ type Stream struct {
 	// Deliver is called with each piece of content as the provider sends
 	// it; it returns false once the client is gone (the call goes on and is
 	// settled all the same).
-	Deliver func(delta string) bool
+	Deliver func(delta provider.Delta) bool
 }
 
 // RunInline makes the one attempt of a task created with Submission.Inline
@@ -163,7 +163,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
 		info := &replay.StreamInfo{}
 		delivering := true
-		deliver := func(d string) {
+		deliver := func(d provider.Delta) {
 			if delivering && st.Deliver != nil {
 				if st.Deliver(d) {
 					info.ChunksSent++
@@ -176,8 +176,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		}
 		started := s.cfg.Now()
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout(begun.task))
-		req := provider.Request{Model: begun.model.ProviderModel, Messages: begun.raw.Messages,
-			MaxTokens: s.maxTokens(begun.raw), IdempotencyKey: begun.providerKey(), JSONMode: begun.raw.JSONMode}
+		req := s.providerRequest(begun)
 		client := s.cfg.Clients[begun.model.Provider]
 		var resp *provider.Response
 		var callErr error
@@ -187,7 +186,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		} else {
 			resp, callErr = client.Complete(callCtx, req)
 			if callErr == nil {
-				deliver(resp.Content)
+				deliver(provider.Delta{Content: resp.Text()})
 			}
 		}
 		endCall(call, resp, callErr)

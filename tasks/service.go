@@ -618,10 +618,25 @@ func (s *Service) estimate(m catalog.Model, priced bool, req Request) (amount in
 }
 
 func (s *Service) maxTokens(req Request) int {
-	if req.MaxTokens > 0 {
-		return req.MaxTokens
+	if n := req.OutputLimit(); n > 0 {
+		return n
 	}
 	return s.cfg.DefaultMaxTokens
+}
+
+// providerRequest is the call begun makes: the raw request on the
+// model's provider name, with Tollgate's default output limit when the
+// client set none.
+func (s *Service) providerRequest(begun *begunAttempt) provider.Request {
+	req := provider.Request{Chat: begun.raw.Chat, IdempotencyKey: begun.providerKey()}
+	req.Model = begun.model.ProviderModel
+	if req.OutputLimit() == 0 {
+		req.MaxTokens = s.cfg.DefaultMaxTokens
+	}
+	if begun.raw.JSONMode && req.ResponseFormat == nil {
+		req.ResponseFormat = &provider.ResponseFormat{Type: provider.FormatJSONObject}
+	}
+	return req
 }
 
 // estimateInput estimates prompt tokens: text at four bytes a token plus a
@@ -629,7 +644,7 @@ func (s *Service) maxTokens(req Request) int {
 func estimateInput(msgs []provider.Message) int64 {
 	var n int64
 	for _, m := range msgs {
-		n += budget.EstimateTokens(m.Content) + 4
+		n += budget.EstimateTokens(m.Content.String()) + 4
 	}
 	return n
 }

@@ -71,11 +71,12 @@ const (
 
 // Request is what a client asks for. Its canonical form is hashed to
 // recognise retries; it is stored redacted, and sealed for the worker.
+//
+// The chat itself is provider.Chat, under OpenAI's names; a request that
+// uses none of its newer fields encodes, and hashes, as it always has.
 type Request struct {
-	Model     string             `json:"model,omitempty"`
-	Messages  []provider.Message `json:"messages"`
-	MaxTokens int                `json:"max_tokens,omitempty"`
-	Metadata  map[string]any     `json:"metadata,omitempty"`
+	provider.Chat
+	Metadata map[string]any `json:"metadata,omitempty"`
 	// JSONMode asks the provider for a JSON answer (its JSON mode).
 	JSONMode bool `json:"json_mode,omitempty"`
 	// DeadlineS bounds the task's whole life, queueing and retries
@@ -97,11 +98,11 @@ func (r Request) Validate() error {
 	}
 	for i, m := range r.Messages {
 		switch m.Role {
-		case "system", "user", "assistant":
+		case "system", "developer", "user", "assistant", "tool":
 		default:
-			fe = append(fe, FieldError{fmt.Sprintf("messages[%d].role", i), "must be system, user or assistant"})
+			fe = append(fe, FieldError{fmt.Sprintf("messages[%d].role", i), "must be system, developer, user, assistant or tool"})
 		}
-		if m.Content == "" {
+		if m.Content.IsZero() && len(m.ToolCalls) == 0 {
 			fe = append(fe, FieldError{fmt.Sprintf("messages[%d].content", i), "must not be empty"})
 		}
 	}

@@ -35,17 +35,17 @@ func TestRequestHashIgnoresKeyOrderAndWhitespace(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	ok := []provider.Message{{Role: "user", Content: "x"}}
+	ok := []provider.Message{{Role: "user", Content: provider.Text("x")}}
 	cases := []struct {
 		name   string
 		req    Request
 		fields []string
 	}{
-		{"valid", Request{Messages: ok}, nil},
+		{"valid", Request{Chat: provider.Chat{Messages: ok}}, nil},
 		{"no messages", Request{}, []string{"messages"}},
-		{"bad role and empty content", Request{Messages: []provider.Message{{Role: "bot"}}}, []string{"messages[0].role", "messages[0].content"}},
-		{"max_tokens out of range", Request{Messages: ok, MaxTokens: MaxMaxTokens + 1}, []string{"max_tokens"}},
-		{"model too long", Request{Model: strings.Repeat("m", MaxModelLength+1), Messages: ok}, []string{"model"}},
+		{"bad role and empty content", Request{Chat: provider.Chat{Messages: []provider.Message{{Role: "bot"}}}}, []string{"messages[0].role", "messages[0].content"}},
+		{"max_tokens out of range", Request{Chat: provider.Chat{Messages: ok, MaxTokens: MaxMaxTokens + 1}}, []string{"max_tokens"}},
+		{"model too long", Request{Chat: provider.Chat{Model: strings.Repeat("m", MaxModelLength+1), Messages: ok}}, []string{"model"}},
 	}
 	for _, c := range cases {
 		err := c.req.Validate()

@@ -104,13 +104,7 @@ func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt
 	started := s.cfg.Now()
 	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(begun.task))
 	callCtx, call := begun.startCall(callCtx)
-	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, provider.Request{
-		Model:          begun.model.ProviderModel,
-		Messages:       begun.raw.Messages,
-		MaxTokens:      s.maxTokens(begun.raw),
-		IdempotencyKey: begun.providerKey(),
-		JSONMode:       begun.raw.JSONMode,
-	})
+	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, s.providerRequest(begun))
 	endCall(call, resp, callErr)
 	cancel()
 	latency := s.cfg.Now().Sub(started)
@@ -1112,7 +1106,7 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 	}
 	rec.State = state
 	rec.Stream = b.stream
-	if pe != nil && resp != nil && resp.Content != "" {
+	if pe != nil && resp != nil && resp.Text() != "" {
 		// A cut stream: keep what arrived, redacted like any answer.
 		rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
 	}
@@ -1143,7 +1137,7 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 		}
 	} else {
 		u.Source = budget.SourceEstimated
-		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Content)
+		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Text())
 	}
 	cost := m.Price().Cost(u.InputTokens, u.OutputTokens)
 	var possible int64 // the ambiguous attempts' worst case
@@ -1162,8 +1156,8 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 	} else {
 		// The output is stored sealed, for the owner to poll; the result
 		// row itself holds no text.
-		res := Result{Model: m.Name, FinishReason: resp.FinishReason, Usage: u, CostMicros: cost,
-			sealedOutput: s.cfg.Sealer.Seal([]byte(resp.Content), []byte(t.ID))}
+		res := Result{Model: m.Name, FinishReason: resp.FinishReason(), Usage: u, CostMicros: cost,
+			sealedOutput: s.cfg.Sealer.Seal([]byte(resp.Text()), []byte(t.ID))}
 		queueFinish(batch, t.ID, StatusSucceeded, &res, nil, finished)
 	}
 	// Settlement last: it locks the owner's budget row, which every task of
@@ -1353,5 +1347,5 @@ func (s *Service) callTimeout(t Task) time.Duration {
 func (s *Service) storedAnswer(t Task, raw Request, resp *provider.Response) (*replay.Response, map[string]int) {
 	p := s.privacyFor(redact.Policy(t.policy))
 	_ = p.request(raw)
-	return &replay.Response{Content: p.text(resp.Content), FinishReason: resp.FinishReason, Model: resp.Model}, p.counts()
+	return &replay.Response{Content: p.text(resp.Text()), FinishReason: resp.FinishReason(), Model: resp.Model}, p.counts()
 }
