@@ -50,7 +50,9 @@ providers:
   - {key: workers, kind: cloudflare, base_url: fake, account_id: acct1, api_key_env: TEST_CF_KEY}
 default_model: test-model
 models:
-  - {name: test-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
+  - {name: test-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, vision: true, json_schema: true}
+  - {name: plain-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
+  - {name: reasoning-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, json_schema: true, reasoning: true}
   - name: chain-model
     provider: default
     provider_model: primary-v1
@@ -58,8 +60,8 @@ models:
     output_micros_per_mtok: 2000000
     fallback: [small-backup, backup-model]
   - {name: small-backup, provider: backup, context_window: 50, input_micros_per_mtok: 1, output_micros_per_mtok: 1}
-  - {name: backup-model, provider: backup, provider_model: claude-test, input_micros_per_mtok: 3000000, output_micros_per_mtok: 4000000}
-  - {name: cf-model, provider: workers, provider_model: "@cf/meta/llama-3.1-8b-instruct", input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
+  - {name: backup-model, provider: backup, provider_model: claude-test, input_micros_per_mtok: 3000000, output_micros_per_mtok: 4000000, tools: true, vision: true, json_schema: true}
+  - {name: cf-model, provider: workers, provider_model: "@cf/meta/llama-3.1-8b-instruct", input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, json_schema: true}
 routes:
   - name: draft-reply
     prompt_version: "2026-11-30.1"

@@ -148,10 +148,17 @@ func (r Request) Hash() []byte {
 }
 
 // Usage is a task's token usage and where the figures came from.
+//
+// InputTokens and OutputTokens are the totals; the classes say how many of
+// them were read from or written to the provider's prompt cache, and how
+// many of the output were reasoning. Each class is priced apart.
 type Usage struct {
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
-	Source       budget.Source `json:"source"`
+	InputTokens       int64         `json:"input_tokens"`
+	OutputTokens      int64         `json:"output_tokens"`
+	CachedInputTokens int64         `json:"cached_input_tokens,omitempty"`
+	CacheWriteTokens  int64         `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens   int64         `json:"reasoning_tokens,omitempty"`
+	Source            budget.Source `json:"source"`
 }
 
 // Result is a succeeded task's output.
