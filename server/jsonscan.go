@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -126,12 +127,38 @@ func freeForm(t reflect.Type) bool {
 		t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
 }
 
+// shape is what a type that decodes itself accepts, for the types of the
+// chat request that take more than one JSON form: scanJSON checks their
+// members as it checks a struct's, and names the field that is wrong
+// rather than leaving the type's own decoder to fail without a path.
+type shape struct {
+	text bool         // a string
+	elem reflect.Type // an array of these; nil: no array
+	obj  reflect.Type // an object of this type; nil: no object
+	what string       // what the value must be, for the error
+}
+
+// namedToolChoice mirrors tool_choice's object form.
+type namedToolChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+var shapes = map[reflect.Type]shape{
+	reflect.TypeFor[provider.Content]():    {text: true, elem: reflect.TypeFor[provider.Part](), what: "a string or an array of content parts"},
+	reflect.TypeFor[provider.Stop]():       {text: true, elem: reflect.TypeFor[string](), what: "a string or an array of strings"},
+	reflect.TypeFor[provider.ToolChoice](): {text: true, obj: reflect.TypeFor[namedToolChoice](), what: `"none", "auto", "required" or {"type": "function", "function": {"name": ...}}`},
+}
+
 // value checks one JSON value bound for t at path.
 func (s *scanner) value(t reflect.Type, path string, depth int) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if freeForm(t) {
+	sh, shaped := shapes[t]
+	if shaped || freeForm(t) {
 		t = nil
 	}
 	tok, rawTok, err := s.token()
@@ -144,6 +171,15 @@ func (s *scanner) value(t reflect.Type, path string, depth int) error {
 	case json.Delim:
 		if depth >= maxJSONDepth {
 			return fieldErr(path, fmt.Sprintf("is nested deeper than %d levels", maxJSONDepth))
+		}
+		if shaped {
+			if (v == '{' && sh.obj == nil) || (v == '[' && sh.elem == nil) {
+				return fieldErr(path, "must be "+sh.what)
+			}
+			t = sh.obj
+			if v == '[' {
+				t = reflect.SliceOf(sh.elem)
+			}
 		}
 		if v == '{' {
 			if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
@@ -169,14 +205,23 @@ func (s *scanner) value(t reflect.Type, path string, depth int) error {
 		if msg := stringProblem(v, rawTok); msg != "" {
 			return fieldErr(path, msg)
 		}
+		if shaped && !sh.text {
+			return fieldErr(path, "must be "+sh.what)
+		}
 		if t != nil && t.Kind() != reflect.String {
 			return fieldErr(path, "must be "+kindName(t))
 		}
 	case bool:
+		if shaped {
+			return fieldErr(path, "must be "+sh.what)
+		}
 		if t != nil && t.Kind() != reflect.Bool {
 			return fieldErr(path, "must be "+kindName(t))
 		}
 	case json.Number:
+		if shaped {
+			return fieldErr(path, "must be "+sh.what)
+		}
 		return s.number(v, t, path)
 	}
 	return nil
