@@ -163,13 +163,28 @@ type Usage struct {
 
 // Result is a succeeded task's output.
 type Result struct {
-	Output       string `json:"output"`
-	Model        string `json:"model"`
-	FinishReason string `json:"finish_reason,omitempty"`
-	Usage        Usage  `json:"usage"`
-	CostMicros   int64  `json:"cost_micros"`
+	// Output is the first choice's text, as Message.Content.
+	Output string `json:"output"`
+	// Message is the first choice's assistant message: its text, the tool
+	// calls the model asked for and its refusal.
+	Message *provider.Message `json:"message,omitempty"`
+	// Choices holds every choice when the request asked for more than one
+	// (n > 1); the first is also Message.
+	Choices           []Choice `json:"choices,omitempty"`
+	Model             string   `json:"model"`
+	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
+	FinishReason      string   `json:"finish_reason,omitempty"`
+	Usage             Usage    `json:"usage"`
+	CostMicros        int64    `json:"cost_micros"`
 
 	sealedOutput []byte // stored beside the result (output_sealed), never in it
+}
+
+// Choice is one of a task's answers when it asked for several.
+type Choice struct {
+	Index        int              `json:"index"`
+	Message      provider.Message `json:"message"`
+	FinishReason string           `json:"finish_reason,omitempty"`
 }
 
 // Failure is why a task failed, in stable terms a client can act on. It
