@@ -142,8 +142,8 @@ func renderAgent(shape AgentShape, pad int) ([]byte, int, error) {
 		agentMessage{Role: "system", Content: text("You are the support agent of an online shop. " + prose(180))},
 		agentMessage{Role: "user", Content: text(prose(60))})
 	results, call := 0, 0
-	for room := shape.Messages - 4; room >= 2; {
-		calls := min(1+call%3, room-1) // 1 to 3 parallel calls
+	for round, room := 0, shape.Messages-4; room >= 2; round++ {
+		calls := min(1+round%2, room-1) // one call, then two in parallel, in turn
 		m := agentMessage{Role: "assistant"}
 		for range calls {
 			tool := req.Tools[call%len(req.Tools)].Function
