@@ -51,6 +51,10 @@ lint:
 # bench/results/latest.json. Tune it with BENCH_RATES, BENCH_DURATION,
 # BENCH_LATENCIES, ... (see scripts/bench.sh), e.g.
 #   make bench BENCH_RATES=20,50 BENCH_DURATION=10s
+# BENCH_SCENARIOS picks scenarios: throughput (the default), agent (about
+# 32 KiB requests with tools and a tool loop, at BENCH_AGENT_RATES, against
+# their own pgbench ceiling), inflight, duplicates, or all, e.g.
+#   make bench BENCH_SCENARIOS=throughput,agent BENCH_AGENT_RATES=10,25,50,100
 .PHONY: bench bench-data
 bench:
 	$(GO) build -o $(BIN) ./cmd/tollgate

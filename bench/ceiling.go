@@ -3,9 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -25,14 +27,76 @@ type CeilingConfig struct {
 	Script      string        // the pgbench script
 	Clients     []int         // client counts to try; the best counts
 	Duration    time.Duration // per client count
+	// Rows are what the script writes per task; zero takes ThroughputRows.
+	Rows CeilingRows
+}
+
+// CeilingRows are the contents of the rows the pgbench script writes for
+// one task, passed to it as variables (-D): the ceiling is only a ceiling
+// for requests whose rows are the size of the ones it writes. Sealed
+// columns are filled with bytes that do not compress, as ciphertext does
+// not: a repeated byte would let PostgreSQL compress a large row to
+// nothing.
+type CeilingRows struct {
+	Request      string // tasks.request: the request as stored (JSON)
+	PayloadBytes int    // tasks.payload: the sealed raw request
+	Parameters   string // replay_records.parameters (JSON)
+	Response     string // replay_records.response (JSON)
+	Result       string // tasks.result (JSON)
+	OutputBytes  int    // tasks.output_sealed: the sealed answer
+}
+
+// sealOverhead is what sealing adds to a body: a version byte, the
+// AES-GCM nonce (12) and tag (16).
+const sealOverhead = 1 + 12 + 16
+
+// RowsFor returns the rows Tollgate writes for a task whose request body
+// is request, answered as the fake provider answers the benchmark (a
+// 16-token completion): the request stored as sent and sealed, the
+// replay record's parameters (model and output limit), the answer and
+// the task's result.
+func RowsFor(request []byte) CeilingRows {
+	return CeilingRows{
+		Request:      string(request),
+		PayloadBytes: len(request) + sealOverhead,
+		Parameters:   `{"model":"gpt-4o-mini","max_tokens": 16}`,
+		Response:     `{"content":"fake completion 0123456789ab","finish_reason":"stop","model":"gpt-4o-mini","usage":{"input_tokens": 14,"output_tokens": 16}}`,
+		Result:       `{"model":"gpt-4o-mini","finish_reason":"stop","usage":{"input_tokens": 14,"output_tokens": 16,"source":"reported"},"cost_micros": 14,"output":""}`,
+		OutputBytes:  56,
+	}
+}
+
+// ThroughputRows are the rows of the throughput scenario's small task.
+func ThroughputRows() CeilingRows { return RowsFor([]byte(taskBody)) }
+
+// vars are the rows as pgbench -D arguments.
+func (r CeilingRows) vars() []string {
+	return []string{
+		"-D", "request=" + r.Request,
+		"-D", "payload=" + incompressible(r.PayloadBytes),
+		"-D", "parameters=" + r.Parameters,
+		"-D", "response=" + r.Response,
+		"-D", "result=" + r.Result,
+		"-D", "output=" + incompressible(r.OutputBytes),
+	}
+}
+
+// incompressible is n bytes that do not compress, as bytea's hex input.
+func incompressible(n int) string {
+	b := make([]byte, n)
+	rng := rand.NewChaCha8([32]byte{'t', 'o', 'l', 'l', 'g', 'a', 't', 'e'})
+	_, _ = rng.Read(b) // never fails
+	return `\x` + hex.EncodeToString(b)
 }
 
 // Ceiling is what Postgres alone commits of Tollgate's work per second.
 type Ceiling struct {
-	Script      string       `json:"script"`
-	Runs        []CeilingRun `json:"runs"`
-	BestTPS     float64      `json:"best_tasks_per_s"`
-	BestClients int          `json:"best_clients"`
+	Script string `json:"script"`
+	// RequestBytes is the size of the request the script's rows hold.
+	RequestBytes int          `json:"request_bytes"`
+	Runs         []CeilingRun `json:"runs"`
+	BestTPS      float64      `json:"best_tasks_per_s"`
+	BestClients  int          `json:"best_clients"`
 }
 
 // CeilingRun is one pgbench run. One pgbench "transaction" is one run of
@@ -52,6 +116,10 @@ type CeilingRun struct {
 // the owner, or a run fails.
 func runCeiling(ctx context.Context, cfg CeilingConfig, progress func(CeilingRun)) (Ceiling, error) {
 	c := Ceiling{Script: cfg.Script}
+	if cfg.Rows == (CeilingRows{}) {
+		cfg.Rows = ThroughputRows()
+	}
+	c.RequestBytes = len(cfg.Rows.Request)
 	bin, err := exec.LookPath(cfg.PGBench)
 	if err != nil {
 		return c, fmt.Errorf("bench: pgbench: %w (it comes with the postgresql package)", err)
@@ -83,10 +151,10 @@ func runCeiling(ctx context.Context, cfg CeilingConfig, progress func(CeilingRun
 		}
 		// pgbench threads beyond the CPUs only compete with Postgres.
 		threads := min(clients, runtime.NumCPU())
-		cmd := exec.CommandContext(ctx, bin, "-n", "-M", "prepared", "-f", cfg.Script,
-			"-D", "owner="+cfg.Owner, "-D", "period="+strconv.FormatInt(period, 10),
-			"-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs),
-			cfg.DatabaseURL)
+		args := append([]string{"-n", "-M", "prepared", "-f", cfg.Script,
+			"-D", "owner=" + cfg.Owner, "-D", "period=" + strconv.FormatInt(period, 10)}, cfg.Rows.vars()...)
+		args = append(args, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), cfg.DatabaseURL)
+		cmd := exec.CommandContext(ctx, bin, args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {

@@ -5,7 +5,9 @@
 // throughput, thousands of tasks in flight against a slow model (memory and
 // goroutines must not grow with queued work), and replayed duplicate POSTs
 // and GET polls from closed-loop clients (where the machine's CPU went per
-// request).
+// request); and the agent scenario, throughput with agent-sized requests
+// (tools and a tool loop's history) against a ceiling with rows of their
+// size, since a request's size is what an agent's traffic changes.
 //
 // It owns the load generator (open loop at fixed arrival rates, so a slow
 // server cannot slow the arrivals down and hide its own latency), the

@@ -15,8 +15,10 @@ import (
 	"time"
 )
 
-// taskBody is what every benchmark task asks: a short prompt and a small
-// answer, so the measurement is Tollgate's overhead, not token handling.
+// taskBody is what every task of the throughput, in-flight and duplicates
+// scenarios asks: a short prompt and a small answer, so the measurement is
+// Tollgate's overhead, not token handling. The agent scenario sends
+// AgentBody's request instead.
 const taskBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Summarise the benchmark in one sentence."}],"max_tokens":16}`
 
 // loadClient submits and follows tasks over Tollgate's HTTP API.
@@ -24,6 +26,7 @@ type loadClient struct {
 	http         *http.Client
 	baseURL      string
 	apiKey       string
+	body         []byte // every POST's body
 	pollInterval time.Duration
 	longPoll     time.Duration // > 0: follow tasks with GET Prefer: wait (long polls)
 	taskTimeout  time.Duration
@@ -31,7 +34,7 @@ type loadClient struct {
 	inFlight     atomic.Int64
 }
 
-func newLoadClient(baseURL, apiKey string, pollInterval, longPoll, taskTimeout time.Duration, maxInFlight int) *loadClient {
+func newLoadClient(baseURL, apiKey string, body []byte, pollInterval, longPoll, taskTimeout time.Duration, maxInFlight int) *loadClient {
 	return &loadClient{
 		// An open-loop client must never be the bottleneck: keep a
 		// connection per concurrent request instead of queueing on two.
@@ -47,6 +50,7 @@ func newLoadClient(baseURL, apiKey string, pollInterval, longPoll, taskTimeout t
 		},
 		baseURL:      baseURL,
 		apiKey:       apiKey,
+		body:         body,
 		pollInterval: pollInterval,
 		longPoll:     longPoll,
 		taskTimeout:  taskTimeout,
@@ -211,7 +215,7 @@ func (c *loadClient) do(ctx context.Context, method, path, idempotencyKey string
 	return r.status, r.body, err
 }
 
-// apiRequest is one call of Tollgate's API. A POST carries taskBody.
+// apiRequest is one call of Tollgate's API. A POST carries the client's body.
 type apiRequest struct {
 	method, path   string
 	idempotencyKey string // POST only
@@ -232,7 +236,7 @@ type apiResponse struct {
 func (c *loadClient) send(ctx context.Context, r apiRequest) (apiResponse, error) {
 	var body io.Reader
 	if r.method == http.MethodPost {
-		body = bytes.NewReader([]byte(taskBody))
+		body = bytes.NewReader(c.body)
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, c.baseURL+r.path, body)
 	if err != nil {

@@ -28,6 +28,8 @@ type Report struct {
 	Ceiling *Ceiling    `json:"ceiling,omitempty"`
 	Steps   []Step      `json:"steps"`
 	Summary []Sustained `json:"summary"`
+	// Agent is the agent-sized requests' throughput, when run.
+	Agent *AgentResult `json:"agent,omitempty"`
 	// InFlight is scenario 2 and Duplicates scenario 3, when run.
 	InFlight   *InFlightResult   `json:"in_flight,omitempty"`
 	Duplicates *DuplicatesResult `json:"duplicates,omitempty"`
@@ -139,8 +141,20 @@ type ConfigView struct {
 	PGBenchDurationS  float64         `json:"pgbench_duration_s,omitempty"`
 	ServerWorkers     int             `json:"server_workers,omitempty"`
 	Nice              int             `json:"nice,omitempty"` // tollbench's nice value during the throughput steps
+	Agent             *AgentView      `json:"agent,omitempty"`
 	InFlight          *InFlightView   `json:"in_flight,omitempty"`
 	Duplicates        *DuplicatesView `json:"duplicates,omitempty"`
+}
+
+// AgentView is the agent scenario's configuration as reported.
+type AgentView struct {
+	Rates            []float64 `json:"rates"`
+	ModelLatencyMS   float64   `json:"model_latency_ms"`
+	Tools            int       `json:"tools"`
+	Messages         int       `json:"messages"`
+	TargetBytes      int       `json:"target_bytes"`
+	PGBenchClients   []int     `json:"pgbench_clients,omitempty"`
+	PGBenchDurationS float64   `json:"pgbench_duration_s,omitempty"`
 }
 
 // InFlightView is scenario 2's configuration as reported.
@@ -174,6 +188,13 @@ func viewOf(c Config) ConfigView {
 		v.PGBenchClients, v.PGBenchDurationS = c.Ceiling.Clients, c.Ceiling.Duration.Seconds()
 	}
 	v.ServerWorkers = c.ServerWorkers
+	if c.runs(ScenarioAgent) {
+		a := c.Agent
+		v.Agent = &AgentView{Rates: a.Rates, ModelLatencyMS: ms(a.ModelLatency), Tools: a.Shape.Tools, Messages: a.Shape.Messages, TargetBytes: a.Shape.Bytes}
+		if a.Ceiling != nil {
+			v.Agent.PGBenchClients, v.Agent.PGBenchDurationS = a.Ceiling.Clients, a.Ceiling.Duration.Seconds()
+		}
+	}
 	if c.runs(ScenarioInFlight) {
 		f := c.InFlight
 		v.InFlight = &InFlightView{Tasks: f.Tasks, ModelLatencyMS: ms(f.ModelLatency), Clients: f.Clients, Rate: f.Rate, TimeoutS: f.Timeout.Seconds()}
@@ -248,30 +269,36 @@ func machine(ctx context.Context, conn *pgx.Conn) Machine {
 func summarize(r *Report) []Sustained {
 	var out []Sustained
 	for _, lat := range r.Config.ProviderLatencyMS {
-		s := Sustained{ProviderLatencyMS: lat}
-		passed, total := 0, 0
-		for _, st := range r.Steps {
-			if st.ProviderLatencyMS != lat {
-				continue
-			}
-			total++
-			if !st.Sustained {
-				continue
-			}
-			passed++
-			if st.TasksPerS > s.TasksPerS {
-				s.TasksPerS, s.Rate, s.AdmissionP99MS, s.CeilingRatio = st.TasksPerS, st.Rate, st.Admission.P99, st.CeilingRatio
-			}
-		}
-		switch {
-		case passed == 0:
-			s.Note = "no rate was sustained: lower the rates"
-		case passed == total:
-			s.Note = "every rate was sustained: the limit is higher, add rates to find it"
-		}
-		out = append(out, s)
+		out = append(out, bestSustained(r.Steps, lat))
 	}
 	return out
+}
+
+// bestSustained is the fastest of steps at model latency lat that
+// sustained its rate, with a note when none or all did.
+func bestSustained(steps []Step, lat float64) Sustained {
+	s := Sustained{ProviderLatencyMS: lat}
+	passed, total := 0, 0
+	for _, st := range steps {
+		if st.ProviderLatencyMS != lat {
+			continue
+		}
+		total++
+		if !st.Sustained {
+			continue
+		}
+		passed++
+		if st.TasksPerS > s.TasksPerS {
+			s.TasksPerS, s.Rate, s.AdmissionP99MS, s.CeilingRatio = st.TasksPerS, st.Rate, st.Admission.P99, st.CeilingRatio
+		}
+	}
+	switch {
+	case passed == 0:
+		s.Note = "no rate was sustained: lower the rates"
+	case passed == total:
+		s.Note = "every rate was sustained: the limit is higher, add rates to find it"
+	}
+	return s
 }
 
 // WriteJSON writes the report to path, creating its directory.
@@ -315,6 +342,10 @@ func (p *printer) header(r *Report) {
 		}
 		p.line("throughput: rates %v/s for %gs each; model latency %v ms; %s; admission SLO %g ms%s",
 			c.Rates, c.DurationS, c.ProviderLatencyMS, polling, c.AdmissionSLOMS, niced)
+	}
+	if a := c.Agent; a != nil {
+		p.line("agent: %d tools, %d messages, about %d bytes a request; rates %v/s for %gs each; model latency %g ms",
+			a.Tools, a.Messages, a.TargetBytes, a.Rates, c.DurationS, a.ModelLatencyMS)
 	}
 	if f := c.InFlight; f != nil {
 		p.line("in flight: %d tasks at a model latency of %g ms from %d submitters%s; at most %gs",
@@ -445,6 +476,7 @@ func (p *printer) summary(r *Report) {
 		p.line("  model %s: sustained %.1f tasks/s at %g/s offered, admission p99 %.1f ms%s%s",
 			lat, s.TasksPerS, s.Rate, s.AdmissionP99MS, ratio, note)
 	}
+	p.agentSummary(r.Agent)
 	p.scenariosSummary(r)
 	for _, n := range r.Notes {
 		p.line("  note: %s", n)

@@ -37,6 +37,7 @@ type Config struct {
 	// fake's memory stays flat. "" for none.
 	Upstream string
 
+	Agent      AgentConfig
 	InFlight   InFlightConfig
 	Duplicates DuplicatesConfig
 
@@ -106,6 +107,11 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("bench: provider latency %v needs the latency proxy (-proxy-addr)", l)
 		}
 	}
+	if c.runs(ScenarioAgent) {
+		if err := c.Agent.defaults(c.ProxyAddr != ""); err != nil {
+			return err
+		}
+	}
 	if c.runs(ScenarioInFlight) {
 		if err := c.InFlight.defaults(); err != nil {
 			return err
@@ -164,7 +170,8 @@ func Workers(rates []float64, latencies []time.Duration) int {
 
 // Run runs the scenarios of cfg, printing each result to w as it comes:
 // throughput (every provider latency and rate, and the ceiling when
-// cfg.Ceiling is set), in flight, duplicates. It returns the report, or an
+// cfg.Ceiling is set), agent (its rates, and its ceiling when
+// cfg.Agent.Ceiling is set), in flight, duplicates. It returns the report, or an
 // error when the server never becomes healthy or a measurement cannot be
 // taken (with the report so far); failed tasks and requests are results,
 // not errors.
@@ -191,7 +198,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		return nil, err
 	}
 
-	if cfg.runs(ScenarioThroughput) {
+	if cfg.runs(ScenarioThroughput) || cfg.runs(ScenarioAgent) {
 		rep.Notes = append(rep.Notes,
 			"latencies are measured from each arrival's due time (open loop), so queueing anywhere counts",
 			fmt.Sprintf("e2e is when polling (%s) saw the task finished; added = arrival to the task's finished_at (the finishing transaction's start, by the server's clock) minus the model latency", pollingOf(cfg)),
@@ -199,6 +206,11 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 			"FPI/t is the full-page-image share of WAL/t, set by when checkpoints ran rather than by the work",
 			"cpu ms/t is CPU per task of the server process / of the Postgres backends serving it, over the step and its settle pause",
 			"load is the host's 1-minute load average after the step: above the CPU count, other work competed with the benchmark",
+		)
+	}
+	if cfg.runs(ScenarioAgent) {
+		rep.Notes = append(rep.Notes,
+			"agent: every task sends the same agent-sized request (AgentBody); its ceiling is pgbench's script with rows of that request's size (the request stored and sealed), cpu per KiB = cpu per task / the request's KiB",
 		)
 	}
 	if cfg.runs(ScenarioInFlight) {
@@ -236,7 +248,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	}
 	p.header(rep)
 
-	load := newLoadClient(cfg.BaseURL, cfg.APIKey, cfg.PollInterval, cfg.LongPoll, cfg.TaskTimeout, cfg.MaxInFlight)
+	load := newLoadClient(cfg.BaseURL, cfg.APIKey, []byte(taskBody), cfg.PollInterval, cfg.LongPoll, cfg.TaskTimeout, cfg.MaxInFlight)
 	s := &stepper{cfg: cfg, load: load, proxy: proxy, meter: meter, stmts: stmts, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if conn != nil {
 		s.vacuum = conn
@@ -257,6 +269,13 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		}
 	} else if cfg.Ceiling != nil {
 		rep.Notes = append(rep.Notes, "no ceiling: only the throughput scenario is compared with it")
+	}
+	if cfg.runs(ScenarioAgent) {
+		res, err := s.agent(ctx, rep, p)
+		rep.Agent = &res
+		if err != nil {
+			return rep, err
+		}
 	}
 	if cfg.runs(ScenarioInFlight) {
 		res, err := s.inFlight(ctx, p)
@@ -283,40 +302,16 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 func (s *stepper) throughput(ctx context.Context, rep *Report, p *printer) error {
 	cfg := s.cfg
 	if cfg.Ceiling != nil {
-		p.line("ceiling: pgbench running %s on a scratch database, %s per client count", cfg.Ceiling.Script, cfg.Ceiling.Duration)
-		c, err := runCeiling(ctx, *cfg.Ceiling, p.ceilingRun)
-		switch {
-		case errors.Is(err, exec.ErrNotFound):
-			// Tollgate's own figures are still worth having.
-			rep.Notes = append(rep.Notes, "no ceiling: "+err.Error())
-			p.line("ceiling skipped: %v\n", err)
-		case err != nil:
+		c, err := s.ceiling(ctx, *cfg.Ceiling, rep, p)
+		if err != nil {
 			return err
-		default:
-			rep.Ceiling = &c
-			p.line("ceiling: %.1f tasks/s at %d clients\n", c.BestTPS, c.BestClients)
 		}
+		rep.Ceiling = c
 	}
 	// After the ceiling, which pgbench runs at the priority it was given.
-	if cfg.Nice > 0 {
-		restore, err := lowerPriority(cfg.Nice)
-		if err != nil {
-			rep.Notes = append(rep.Notes, "tollbench kept its priority: "+err.Error())
-		} else {
-			defer func() {
-				if err := restore(); err != nil {
-					rep.Notes = append(rep.Notes, "tollbench stayed niced after the throughput steps: "+err.Error())
-				}
-			}()
-		}
-	}
-	if cfg.Warmup > 0 {
-		p.line("warm-up: %s at %v/s, not recorded", cfg.Warmup, cfg.Rates[0])
-		s.setLatency(0)
-		s.load.run(ctx, cfg.Rates[0], cfg.Warmup, 0, s.runID+"-warmup-")
-		if err := sleepUntil(ctx, time.Now().Add(cfg.Settle)); err != nil {
-			return err
-		}
+	defer s.lowerPriority(rep)()
+	if err := s.warmUp(ctx, p, cfg.Rates[0], "-warmup-"); err != nil {
+		return err
 	}
 	for _, lat := range cfg.ProviderLatencies {
 		p.stepHeader(lat)
@@ -334,6 +329,55 @@ func (s *stepper) throughput(ctx context.Context, rep *Report, p *printer) error
 	}
 	rep.Summary = summarize(rep)
 	return nil
+}
+
+// ceiling measures the pgbench ceiling of cfg. A missing pgbench is a
+// note in rep and a nil ceiling, since Tollgate's own figures are still
+// worth having; any other failure is an error.
+func (s *stepper) ceiling(ctx context.Context, cfg CeilingConfig, rep *Report, p *printer) (*Ceiling, error) {
+	p.line("ceiling: pgbench running %s on a scratch database, %s per client count", cfg.Script, cfg.Duration)
+	c, err := runCeiling(ctx, cfg, p.ceilingRun)
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		rep.Notes = append(rep.Notes, "no ceiling: "+err.Error())
+		p.line("ceiling skipped: %v\n", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	p.line("ceiling: %.1f tasks/s at %d clients\n", c.BestTPS, c.BestClients)
+	return &c, nil
+}
+
+// lowerPriority runs tollbench at s.cfg.Nice until the returned function
+// is called (see the package's lowerPriority); a failure either way is a
+// note in rep.
+func (s *stepper) lowerPriority(rep *Report) (restore func()) {
+	if s.cfg.Nice <= 0 {
+		return func() {}
+	}
+	back, err := lowerPriority(s.cfg.Nice)
+	if err != nil {
+		rep.Notes = append(rep.Notes, "tollbench kept its priority: "+err.Error())
+		return func() {}
+	}
+	return func() {
+		if err := back(); err != nil {
+			rep.Notes = append(rep.Notes, "tollbench stayed niced after the steps: "+err.Error())
+		}
+	}
+}
+
+// warmUp offers rate for s.cfg.Warmup with a model that answers at once,
+// unrecorded, then waits for the settle pause.
+func (s *stepper) warmUp(ctx context.Context, p *printer, rate float64, keyInfix string) error {
+	if s.cfg.Warmup <= 0 {
+		return nil
+	}
+	p.line("warm-up: %s at %v/s, not recorded", s.cfg.Warmup, rate)
+	s.setLatency(0)
+	s.load.run(ctx, rate, s.cfg.Warmup, 0, s.runID+keyInfix)
+	return sleepUntil(ctx, time.Now().Add(s.cfg.Settle))
 }
 
 // stepper runs the measured steps.

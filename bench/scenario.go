@@ -12,6 +12,10 @@ const (
 	// latency and finds the highest sustained one, against the pgbench
 	// ceiling.
 	ScenarioThroughput = "throughput"
+	// ScenarioAgent (issue 26) is throughput's steps with agent-sized
+	// requests (tools, a tool loop's history), against the ceiling of the
+	// same statements with rows of that size.
+	ScenarioAgent = "agent"
 	// ScenarioInFlight (2) submits thousands of tasks against a slow model
 	// and watches the server's memory and goroutines until all finished.
 	ScenarioInFlight = "inflight"
@@ -20,7 +24,7 @@ const (
 	ScenarioDuplicates = "duplicates"
 )
 
-var scenarios = []string{ScenarioThroughput, ScenarioInFlight, ScenarioDuplicates}
+var scenarios = []string{ScenarioThroughput, ScenarioAgent, ScenarioInFlight, ScenarioDuplicates}
 
 // ParseScenarios reads a comma-separated list of scenario names, or "all".
 // It returns them in the harness's order without repeats, or an error

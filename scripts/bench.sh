@@ -4,16 +4,20 @@
 #
 # With the binaries built (bin/tollgate, bin/tollbench) and PostgreSQL up,
 # it
-#   1. recreates two scratch databases: $BENCH_DB for Tollgate and
-#      $BENCH_DB_ceiling for the pgbench ceiling, both migrated, each with
-#      owner "bench" and a budget that cannot run out;
+#   1. recreates the scratch databases: $BENCH_DB for Tollgate,
+#      $BENCH_DB_ceiling for the pgbench ceiling (throughput) and
+#      $BENCH_DB_ceiling_agent for the agent scenario's, all migrated, each
+#      with owner "bench" and a budget that cannot run out;
 #   2. starts, in the background, the fake provider and `tollgate serve`
 #      (logs in bench/results/*.log) with MODEL_BASE_URL pointing at the
 #      latency proxy that tollbench runs in front of the fake, and
 #      TOLLGATE_WORKERS sized for the highest rate and latency;
 #   3. runs tollbench with the scenarios of $BENCH_SCENARIOS (issue 9):
 #      throughput (the default) measures the ceiling, then every rate at
-#      every model latency, and prints a table per latency; inflight submits
+#      every model latency, and prints a table per latency; agent does the
+#      same at $BENCH_AGENT_RATES with about 32 KiB requests (20 tools, a
+#      30-message tool loop), against pgbench with rows of that size, and
+#      adds CPU per KiB of request and WAL per task; inflight submits
 #      $BENCH_INFLIGHT_TASKS tasks against a $BENCH_INFLIGHT_LATENCY model
 #      and samples the server's RSS and goroutines until all finished;
 #      duplicates creates $BENCH_DUP_KEYS tasks, then replays their POSTs
@@ -25,10 +29,12 @@
 # at once on one machine collide (same databases and ports).
 #
 # env (all optional):
-#   BENCH_SCENARIOS        throughput,inflight,duplicates or all (throughput)
+#   BENCH_SCENARIOS        throughput,agent,inflight,duplicates or all (throughput)
 #   BENCH_RATES            arrival rates per second        (20,50,100,200)
 #   BENCH_DURATION         arrivals per step                (20s)
 #   BENCH_LATENCIES        model latencies                  (0ms,1s)
+#   BENCH_AGENT_RATES      agent: arrival rates per second (10,25,50,100)
+#   BENCH_AGENT_LATENCY    agent: model latency             (0ms)
 #   BENCH_PGBENCH_CLIENTS  pgbench client counts            (1,2,4,8,16)
 #   BENCH_PGBENCH_DURATION pgbench run per client count     (10s)
 #   BENCH_INFLIGHT_TASKS   inflight: tasks submitted        (10000)
@@ -54,6 +60,8 @@
 #   BENCH_BIN              where tollgate and tollbench are (bin; make bench builds them there)
 #   BENCH_ARGS             more tollbench flags, e.g. "-settle 5s" or "-inflight-rate 500"
 #
+# e.g. the agent scenario alone, short:
+#   make bench BENCH_SCENARIOS=agent BENCH_AGENT_RATES=10,25 BENCH_DURATION=10s
 # e.g. scenarios 2 and 3 only, small:
 #   make bench BENCH_SCENARIOS=inflight,duplicates BENCH_INFLIGHT_TASKS=1000 BENCH_DUP_DURATION=10s
 #
@@ -67,9 +75,12 @@ scenarios=${BENCH_SCENARIOS:-throughput}
 rates=${BENCH_RATES:-20,50,100,200}
 duration=${BENCH_DURATION:-20s}
 latencies=${BENCH_LATENCIES:-0ms,1s}
+agent_rates=${BENCH_AGENT_RATES:-10,25,50,100}
+agent_latency=${BENCH_AGENT_LATENCY:-0ms}
 pg=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 db=${BENCH_DB:-tollgate_bench}
 ceiling_db=${db}_ceiling
+agent_ceiling_db=${db}_ceiling_agent
 addr=${BENCH_ADDR:-127.0.0.1:18480}
 fake_addr=${BENCH_FAKE_ADDR:-127.0.0.1:18490}
 proxy_addr=${BENCH_PROXY_ADDR:-127.0.0.1:18491}
@@ -113,21 +124,35 @@ fresh_db() {
 	DATABASE_URL=$(url "$name") "$tollgate" budget set --owner "$owner" --total-micros "$budget_micros" >/dev/null
 }
 
-# Only the throughput scenario compares with the pgbench ceiling.
-ceiling_args=()
-case ",${scenarios// /}," in
-*,throughput,* | *,all,*) ceiling_args=(-ceiling-db "$(url "$ceiling_db")") ;;
-esac
+# runs succeeds when BENCH_SCENARIOS names scenario $1 (or all).
+runs() {
+	case ",${scenarios// /}," in
+	*,"$1",* | *,all,*) return 0 ;;
+	esac
+	return 1
+}
+
+# The throughput and agent scenarios compare with a pgbench ceiling each,
+# on a database of its own; workers are sized for the highest rate run.
+dbs=("$db") ceiling_args=() worker_rates=()
+if runs throughput; then
+	dbs+=("$ceiling_db") ceiling_args+=(-ceiling-db "$(url "$ceiling_db")") worker_rates+=("$rates")
+fi
+if runs agent; then
+	dbs+=("$agent_ceiling_db") ceiling_args+=(-agent-ceiling-db "$(url "$agent_ceiling_db")") worker_rates+=("$agent_rates")
+	latencies_for_workers=$latencies,$agent_latency
+fi
+((${#worker_rates[@]})) || worker_rates=("$rates")
 
 mkdir -p "$results"
-say "recreating database $db${ceiling_args[*]:+ and $ceiling_db}"
-fresh_db "$db"
-if ((${#ceiling_args[@]})); then
-	fresh_db "$ceiling_db"
-fi
+say "recreating databases ${dbs[*]}"
+for d in "${dbs[@]}"; do
+	fresh_db "$d"
+done
 key=$(DATABASE_URL=$(url "$db") "$tollgate" keys create --owner "$owner" --role client)
 
-workers=${BENCH_WORKERS:-$("$tollbench" -print-workers -rates "$rates" -provider-latency "$latencies")}
+worker_rates_csv=$(IFS=,; echo "${worker_rates[*]}")
+workers=${BENCH_WORKERS:-$("$tollbench" -print-workers -rates "$worker_rates_csv" -provider-latency "${latencies_for_workers:-$latencies}")}
 serve_url=$(url "$db")
 if [[ -n ${BENCH_POOL_MAX_CONNS:-} ]]; then
 	serve_url+="&pool_max_conns=$BENCH_POOL_MAX_CONNS"
@@ -166,6 +191,7 @@ say "tollgate serve on $addr (pid $serve_pid, TOLLGATE_WORKERS=$workers, pool_ma
 TOLLBENCH_API_KEY=$key "$tollbench" \
 	-scenarios "$scenarios" -workers "$workers" -nice "$harness_nice" \
 	-url "http://$addr" -rates "$rates" -duration "$duration" -provider-latency "$latencies" \
+	-agent-rates "$agent_rates" -agent-latency "$agent_latency" \
 	-proxy-addr "$proxy_addr" -upstream "http://$fake_addr" -server-pid "$serve_pid" \
 	-db "$(url "$db")" "${ceiling_args[@]}" "${pprof_args[@]}" -owner "$owner" \
 	-inflight-tasks "${BENCH_INFLIGHT_TASKS:-10000}" -inflight-latency "${BENCH_INFLIGHT_LATENCY:-5s}" \

@@ -14,6 +14,14 @@
 -- pgbench passes: -D owner=OWNER -D period=ID (the owner's budget_periods
 -- row), and runs it with -M prepared, as pgx runs statements. Every client
 -- reserves on the same budget row, as every task of one owner does.
+--
+-- The rows' contents are variables too, so that one script measures the
+-- ceiling of each scenario's requests with rows of their size (tollbench
+-- sets them, see bench.CeilingRows): -D request=JSON (tasks.request),
+-- payload=\xHEX (tasks.payload, the sealed raw request), parameters=JSON
+-- and response=JSON (replay_records), result=JSON and output=\xHEX
+-- (tasks.result and output_sealed). With -M prepared each is sent as a
+-- parameter, as Tollgate sends them.
 \set amount 20
 \set cost 14
 
@@ -22,9 +30,7 @@ BEGIN;
 INSERT INTO tasks (owner_id, idempotency_key, request_hash, request, model, reserved_micros, deadline_at,
                    payload, redaction_policy)
 VALUES (:owner, gen_random_uuid()::text, sha256(gen_random_uuid()::text::bytea),
-        '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Summarise the benchmark in one sentence."}],"max_tokens": 16}',
-        'gpt-4o-mini', :amount, now() + interval '1 hour',
-        decode(repeat('5a', 160), 'hex'), 'redact')
+        :request, 'gpt-4o-mini', :amount, now() + interval '1 hour', :payload, 'redact')
 RETURNING id::text AS task_id \gset
 UPDATE budget_periods SET reserved_micros = reserved_micros + :amount, updated_at = now()
 WHERE id = :period AND total_micros - reserved_micros - spent_micros >= :amount;
@@ -51,9 +57,7 @@ WHERE id = :job_id;
 INSERT INTO replay_records (task_id, attempt, owner_id, state, provider, provider_model, parameters, timeout_ms,
                             response, started_at, finished_at, latency_ms, redactions)
 VALUES (:task_id::uuid, 1, :owner, 'succeeded', 'openai' || ':' || 'default', 'gpt-4o-mini',
-        '{"model":"gpt-4o-mini","max_tokens": 16}', 30000,
-        '{"content":"fake completion 0123456789ab","finish_reason":"stop","model":"gpt-4o-mini","usage":{"input_tokens": 14,"output_tokens": 16}}',
-        now(), now(), 1, '{}');
+        :parameters, 30000, :response, now(), now(), 1, '{}');
 UPDATE budget_reservations SET state = 'settled', closed_at = now()
 WHERE task_id = :task_id::uuid AND state = 'held';
 WITH p AS (
@@ -70,7 +74,6 @@ INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, out
                            cost_micros, charged_micros, shortfall_micros)
 VALUES (:task_id::uuid, :owner, '', 'gpt-4o-mini', 14, 16, 'reported', :cost, :cost, 0);
 UPDATE tasks SET status = 'succeeded', attempts = 1,
-       result = '{"model":"gpt-4o-mini","finish_reason":"stop","usage":{"input_tokens": 14,"output_tokens": 16,"source":"reported"},"cost_micros": 14,"output":""}',
-       output_sealed = decode(repeat('5a', 56), 'hex'), finished_at = now(), updated_at = now()
+       result = :result, output_sealed = :output, finished_at = now(), updated_at = now()
 WHERE id = :task_id::uuid;
 COMMIT;

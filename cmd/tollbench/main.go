@@ -17,8 +17,11 @@
 // path and reports Tollgate as a fraction of that. The report is also
 // written as JSON (-out).
 //
-// -scenarios picks what to run (issue 9's scenarios 1-3): throughput (the
-// above, the default), inflight (-inflight-tasks submitted against a
+// -scenarios picks what to run (issue 9's scenarios 1-3 and issue 26's
+// agent): throughput (the above, the default), agent (throughput's steps
+// at -agent-rates with a 32 KiB request of 20 tools and a 30-message tool
+// loop, against the pgbench ceiling of -agent-ceiling-db with rows of that
+// size), inflight (-inflight-tasks submitted against a
 // -inflight-latency model, the server's RSS and goroutines sampled until
 // all finished) and duplicates (-dup-keys tasks created, then replayed by
 // duplicate POSTs and polled by GETs from each of -dup-clients closed-loop
@@ -72,7 +75,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		pgbenchDur     = fs.Duration("pgbench-duration", 10*time.Second, "pgbench run `length` per client count")
 		out            = fs.String("out", "bench/results/latest.json", "write the report as JSON to `path`; empty for none")
 		printWorkers   = fs.Bool("print-workers", false, "print the TOLLGATE_WORKERS that -rates and -provider-latency need, and exit")
-		scenarios      = fs.String("scenarios", bench.ScenarioThroughput, "`scenarios` to run, comma-separated: throughput, inflight, duplicates, or all")
+		scenarios      = fs.String("scenarios", bench.ScenarioThroughput, "`scenarios` to run, comma-separated: throughput, agent, inflight, duplicates, or all")
+		agentRates     = fs.String("agent-rates", "10,25,50,100", "agent: arrival `rates` per second, comma-separated; one step each")
+		agentCeilingDB = fs.String("agent-ceiling-db", "", "agent: scratch database `URL` for the pgbench ceiling with agent-sized rows (as -ceiling-db); empty skips it")
 		dupClients     = fs.String("dup-clients", "128", "duplicates: closed-loop client `counts`, comma-separated; a replay run and a poll run each")
 	)
 	fs.StringVar(&cfg.BaseURL, "url", "http://127.0.0.1:8080", "Tollgate's API `root`")
@@ -94,6 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", 50000, "tasks followed at once before arrivals are dropped (and counted as errors)")
 	fs.IntVar(&cfg.Nice, "nice", 0, "run the throughput steps (after the ceiling) at nice `n`, so the load and the latency proxy yield the CPU to Tollgate and PostgreSQL; 0 keeps tollbench's priority")
 	fs.IntVar(&cfg.ServerWorkers, "workers", 0, "the TOLLGATE_WORKERS serve runs with (`n`), for the in-flight analysis; 0 if unknown")
+	fs.DurationVar(&cfg.Agent.ModelLatency, "agent-latency", 0, "agent: model `latency` in every step")
 	fs.IntVar(&cfg.InFlight.Tasks, "inflight-tasks", 10000, "in flight: `tasks` to submit")
 	fs.DurationVar(&cfg.InFlight.ModelLatency, "inflight-latency", 5*time.Second, "in flight: model `latency`")
 	fs.IntVar(&cfg.InFlight.Clients, "inflight-clients", 64, "in flight: concurrent `submitters`")
@@ -118,6 +124,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.Scenarios, err = bench.ParseScenarios(*scenarios); err != nil {
 		return err
 	}
+	if cfg.Agent.Rates, err = parseList(*agentRates, "-agent-rates", func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); err != nil {
+		return err
+	}
 	if cfg.Duplicates.Clients, err = parseList(*dupClients, "-dup-clients", strconv.Atoi); err != nil {
 		return err
 	}
@@ -125,15 +134,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, bench.Workers(cfg.Rates, cfg.ProviderLatencies))
 		return nil
 	}
-	if *ceilingDB != "" {
+	ceiling := func(db string) (*bench.CeilingConfig, error) {
+		if db == "" {
+			return nil, nil
+		}
 		clients, err := parseList(*pgbenchClients, "-pgbench-clients", strconv.Atoi)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		cfg.Ceiling = &bench.CeilingConfig{
-			DatabaseURL: *ceilingDB, Owner: *owner, PGBench: *pgbench, Script: *pgbenchScript,
+		return &bench.CeilingConfig{
+			DatabaseURL: db, Owner: *owner, PGBench: *pgbench, Script: *pgbenchScript,
 			Clients: clients, Duration: *pgbenchDur,
-		}
+		}, nil
+	}
+	if cfg.Ceiling, err = ceiling(*ceilingDB); err != nil {
+		return err
+	}
+	if cfg.Agent.Ceiling, err = ceiling(*agentCeilingDB); err != nil {
+		return err
 	}
 
 	cfg.ProfileDir = "."

@@ -24,6 +24,8 @@ func TestRunArguments(t *testing.T) {
 		{"stray argument", []string{"now"}, "", "unexpected arguments"},
 		{"unknown scenario", []string{"-scenarios", "throughput,soak"}, "", `unknown scenario "soak"`},
 		{"bad duplicates clients", []string{"-dup-clients", "64,many"}, "", `-dup-clients: "many" is not valid`},
+		{"bad agent rate", []string{"-agent-rates", "10,lots"}, "", `-agent-rates: "lots" is not valid`},
+		{"agent latency without the proxy", []string{"-key", "k", "-scenarios", "agent", "-agent-latency", "1s"}, "", "needs the latency proxy"},
 		{"in flight without the proxy", []string{"-key", "k", "-scenarios", "inflight"}, "", "needs the latency proxy"},
 		{"no duplicates clients", []string{"-key", "k", "-scenarios", "duplicates", "-dup-clients", "0"}, "", "clients 0 must be > 0"},
 	}
