@@ -43,7 +43,9 @@ func decodeJSON(t *testing.T, b []byte) any {
 
 func anthPtr[T any](v T) *T { return &v }
 
-func anthUser(s string) provider.Message { return provider.Message{Role: "user", Content: provider.Text(s)} }
+func anthUser(s string) provider.Message {
+	return provider.Message{Role: "user", Content: provider.Text(s)}
+}
 
 // TestAnthropicRequestBody checks, field by field, the body the Messages API
 // receives for each kind of request.
@@ -283,7 +285,9 @@ func TestAnthropicCheck(t *testing.T) {
 		}), &provider.Unsupported{Field: "response_format.json_schema.description", Reason: "Anthropic's structured output has no description"}},
 		{"tool_choice without tools", with(func(c *provider.Chat) { c.ToolChoice = &provider.ToolChoice{Function: "now"} }),
 			&provider.Unsupported{Field: "tool_choice", Reason: "Anthropic's Messages API cannot force a tool call without tools"}},
-		{"message name", with(func(c *provider.Chat) { c.Messages = []provider.Message{{Role: "user", Name: "ann", Content: provider.Text("hi")}} }),
+		{"message name", with(func(c *provider.Chat) {
+			c.Messages = []provider.Message{{Role: "user", Name: "ann", Content: provider.Text("hi")}}
+		}),
 			&provider.Unsupported{Field: "messages[0].name", Reason: "Anthropic's messages have no name"}},
 		{"arguments not an object", with(func(c *provider.Chat) {
 			c.Messages = append([]provider.Message{}, toolLoop...)
@@ -294,7 +298,9 @@ func TestAnthropicCheck(t *testing.T) {
 		}), &provider.Unsupported{Field: "messages[1].tool_calls[1].function.arguments", Reason: "Anthropic's tool_use input must be a JSON object"}},
 		{"image detail", with(func(c *provider.Chat) { c.Messages = []provider.Message{image("https://example.com/a.png", "high")} }),
 			&provider.Unsupported{Field: "messages[0].content[1].image_url.detail", Reason: "Anthropic's Messages API has no image detail"}},
-		{"image media type", with(func(c *provider.Chat) { c.Messages = []provider.Message{image("data:image/svg+xml;base64,PHN2Zy8+", "")} }),
+		{"image media type", with(func(c *provider.Chat) {
+			c.Messages = []provider.Message{image("data:image/svg+xml;base64,PHN2Zy8+", "")}
+		}),
 			&provider.Unsupported{Field: "messages[0].content[1].image_url.url", Reason: "Anthropic takes base64 images of type image/jpeg, image/png, image/gif, image/webp"}},
 		{"image data URL not in base64", with(func(c *provider.Chat) { c.Messages = []provider.Message{image("data:image/png,abc", "")} }),
 			&provider.Unsupported{Field: "messages[0].content[1].image_url.url", Reason: "Anthropic takes data URLs in base64 only"}},
@@ -308,7 +314,9 @@ func TestAnthropicCheck(t *testing.T) {
 		{"tool message without its call id", with(func(c *provider.Chat) {
 			c.Messages = []provider.Message{anthUser("hi"), {Role: "tool", Content: provider.Text("x")}}
 		}), &provider.Unsupported{Field: "messages[1].tool_call_id", Reason: "Anthropic's tool_result needs the id of the call it answers"}},
-		{"unknown role", with(func(c *provider.Chat) { c.Messages = []provider.Message{{Role: "function", Content: provider.Text("x")}} }),
+		{"unknown role", with(func(c *provider.Chat) {
+			c.Messages = []provider.Message{{Role: "function", Content: provider.Text("x")}}
+		}),
 			&provider.Unsupported{Field: "messages[0].role", Reason: `Anthropic's Messages API has no role "function"`}},
 	}
 	for _, tt := range tests {

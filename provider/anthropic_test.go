@@ -80,6 +80,45 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 			}}}, "claude-real-2026", &provider.Usage{InputTokens: 113, OutputTokens: 2, CachedInputTokens: 100, CacheWriteTokens: 10}, 200),
 		},
 		{
+			name: "one tool call after text",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"Let me check."},{"type":"tool_use","id":"toolu_01A09q90qw90lq917835lq9","name":"get_weather","input":{"city": "Paris", "unit": "celsius"}}]`,
+				"tool_use", `,"usage":{"input_tokens":384,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":62}`)},
+			want: withMeta(&provider.Response{Choices: []provider.Choice{{
+				Message: provider.Message{Role: "assistant", Content: provider.Text("Let me check."), ToolCalls: []provider.ToolCall{
+					{ID: "toolu_01A09q90qw90lq917835lq9", Type: "function", Function: provider.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris","unit":"celsius"}`}},
+				}},
+				FinishReason: "tool_calls",
+			}}}, "claude-real-2026", &provider.Usage{InputTokens: 384, OutputTokens: 62}, 200),
+		},
+		{
+			name: "parallel tool calls without text",
+			script: fake.Scripted{Body: body(`[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}},{"type":"tool_use","id":"toolu_2","name":"get_time","input":{}}]`,
+				"tool_use", usage)},
+			want: withMeta(&provider.Response{Choices: []provider.Choice{{
+				Message: provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{
+					{ID: "toolu_1", Type: "function", Function: provider.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}},
+					{ID: "toolu_2", Type: "function", Function: provider.FunctionCall{Name: "get_time", Arguments: `{}`}},
+				}},
+				FinishReason: "tool_calls",
+			}}}, "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+		},
+		{
+			name:   "refusal after partial text is a filtered answer",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"I will"}]`, "refusal", usage)},
+			want:   withMeta(provider.TextResponse("I will", "content_filter"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+		},
+		{
+			name:   "stop sequence is stop",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"one, two"}]`, "stop_sequence", usage)},
+			want:   withMeta(provider.TextResponse("one, two", "stop"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+		},
+		{
+			name:   "prompt cache read and written",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":21,"cache_creation_input_tokens":188086,"cache_read_input_tokens":4000,"output_tokens":393}`)},
+			want: withMeta(provider.TextResponse("hi", "stop"), "claude-real-2026",
+				&provider.Usage{InputTokens: 192107, OutputTokens: 393, CachedInputTokens: 4000, CacheWriteTokens: 188086}, 200),
+		},
+		{
 			name:    "500 api_error",
 			script:  fake.Scripted{Status: 500, Body: errBody("api_error", "Internal server error")},
 			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 500, Code: "server_error"},
