@@ -224,7 +224,9 @@ func TestWorkersAICheck(t *testing.T) {
 
 func TestWorkersAIResponses(t *testing.T) {
 	t.Parallel()
-	ok := func(result string) string { return `{"result":` + result + `,"success":true,"errors":[],"messages":[]}` }
+	ok := func(result string) string {
+		return `{"result":` + result + `,"success":true,"errors":[],"messages":[]}`
+	}
 	answer := func(content, finish string, u *provider.Usage, calls ...provider.ToolCall) *provider.Response {
 		return &provider.Response{Status: 200, Usage: u, Choices: []provider.Choice{{FinishReason: finish,
 			Message: provider.Message{Role: "assistant", Content: provider.Text(content), ToolCalls: calls}}}}
