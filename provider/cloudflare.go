@@ -19,8 +19,9 @@ type Cloudflare struct {
 }
 
 var (
-	_ Client  = (*Cloudflare)(nil)
-	_ Checker = (*Cloudflare)(nil)
+	_ Client   = (*Cloudflare)(nil)
+	_ Streamer = (*Cloudflare)(nil)
+	_ Checker  = (*Cloudflare)(nil)
 )
 
 // NewCloudflare returns a client that POSTs to
@@ -57,19 +58,23 @@ func (c *Cloudflare) Complete(ctx context.Context, req Request) (*Response, erro
 	if err != nil {
 		return nil, rejectedLocally(err)
 	}
-	h := http.Header{}
-	if c.apiToken != "" {
-		h.Set("Authorization", "Bearer "+c.apiToken)
-	}
 	return call{
 		hc:       c.hc,
 		url:      c.prefix + path,
-		header:   h,
+		header:   c.headers(),
 		payload:  body,
 		key:      req.IdempotencyKey,
 		classify: ClassifyCloudflare,
 		parse:    parseWorkersAI,
 	}.do(ctx)
+}
+
+func (c *Cloudflare) headers() http.Header {
+	h := http.Header{}
+	if c.apiToken != "" {
+		h.Set("Authorization", "Bearer "+c.apiToken)
+	}
+	return h
 }
 
 // modelPath escapes each segment of a model name and keeps its slashes.

@@ -29,6 +29,7 @@ type workersAIRequest struct {
 	// the model's own validation answers for its range.
 	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
 	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
+	Stream           bool     `json:"stream,omitempty"`
 }
 
 type workersAIMessage struct {

@@ -69,17 +69,51 @@ func newStreamAssembly() *streamAssembly {
 
 func (a *streamAssembly) seen() bool { return len(a.byIndex) > 0 }
 
+// choice is the assembly of the i-th choice. It fails, as
+// malformed_response, for an index out of bounds.
+func (a *streamAssembly) choice(i int) (*choiceAssembly, error) {
+	if i < 0 || i >= maxStreamIndex {
+		return nil, malformed(http.StatusOK, errors.New("choice index out of bounds"))
+	}
+	ca := a.byIndex[i]
+	if ca == nil {
+		ca = &choiceAssembly{calls: map[int]*callAssembly{}}
+		a.byIndex[i] = ca
+	}
+	return ca, nil
+}
+
+// call adds a fragment of the index-th tool call. It fails, as
+// malformed_response, for an index out of bounds.
+func (ca *choiceAssembly) call(index int, id, typ, name, args string) error {
+	if index < 0 || index >= maxStreamIndex {
+		return malformed(http.StatusOK, errors.New("tool call index out of bounds"))
+	}
+	c := ca.calls[index]
+	if c == nil {
+		c = &callAssembly{}
+		ca.calls[index] = c
+	}
+	if id != "" {
+		c.id = id
+	}
+	if typ != "" {
+		c.typ = typ
+	}
+	if name != "" {
+		c.name = name
+	}
+	c.args.WriteString(args)
+	return nil
+}
+
 // add takes one chunk's choices, relaying each fragment to onDelta. It
 // fails, as malformed_response, for an index out of bounds.
 func (a *streamAssembly) add(choices []chunkChoice, onDelta func(Delta)) error {
 	for _, c := range choices {
-		if c.Index < 0 || c.Index >= maxStreamIndex {
-			return malformed(http.StatusOK, errors.New("choice index out of bounds"))
-		}
-		ca := a.byIndex[c.Index]
-		if ca == nil {
-			ca = &choiceAssembly{calls: map[int]*callAssembly{}}
-			a.byIndex[c.Index] = ca
+		ca, err := a.choice(c.Index)
+		if err != nil {
+			return err
 		}
 		if d := c.Delta.Content; d != nil && *d != "" {
 			ca.content.WriteString(*d)
@@ -90,28 +124,14 @@ func (a *streamAssembly) add(choices []chunkChoice, onDelta func(Delta)) error {
 			onDelta(Delta{Choice: c.Index, Refusal: *d})
 		}
 		for _, tc := range c.Delta.ToolCalls {
-			if tc.Index < 0 || tc.Index >= maxStreamIndex {
-				return malformed(http.StatusOK, errors.New("tool call index out of bounds"))
+			args := string(tc.Function.Arguments)
+			if err := ca.call(tc.Index, tc.ID, tc.Type, tc.Function.Name, args); err != nil {
+				return err
 			}
-			call := ca.calls[tc.Index]
-			if call == nil {
-				call = &callAssembly{}
-				ca.calls[tc.Index] = call
-			}
-			if tc.ID != "" {
-				call.id = tc.ID
-			}
-			if tc.Type != "" {
-				call.typ = tc.Type
-			}
-			if tc.Function.Name != "" {
-				call.name = tc.Function.Name
-			}
-			call.args.WriteString(string(tc.Function.Arguments))
-			if tc.ID == "" && tc.Function.Name == "" && tc.Function.Arguments == "" {
+			if tc.ID == "" && tc.Function.Name == "" && args == "" {
 				continue
 			}
-			onDelta(Delta{Choice: c.Index, ToolCall: &ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)}})
+			onDelta(Delta{Choice: c.Index, ToolCall: &ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: args}})
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			ca.finish = *c.FinishReason
@@ -130,6 +150,29 @@ func (a *streamAssembly) add(choices []chunkChoice, onDelta func(Delta)) error {
 		}
 	}
 	return nil
+}
+
+// finish completes a streamed Response from what the assembly holds and
+// decides its error: err as is, else empty_output, or content_policy when
+// the filter ended the choices, for a stream that brought no answer.
+func (a *streamAssembly) finish(out *Response, status int, err error) (*Response, error) {
+	if a.seen() {
+		out.Choices = a.choices()
+	}
+	if len(out.Choices) == 0 {
+		out.Choices = []Choice{{Message: Message{Role: "assistant"}}}
+	}
+	out.Status = status
+	if err != nil {
+		return out, err
+	}
+	if !answered(out.Choices) {
+		if a.filtered() {
+			return out, &Error{Class: ClassRejected, Status: status, Code: CodeContentPolicy}
+		}
+		return out, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput, cause: errors.New("empty stream")}
+	}
+	return out, nil
 }
 
 // choices is the assembled answer, choices and tool calls in index order.

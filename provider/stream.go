@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 )
 
@@ -76,23 +75,7 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 			return err
 		},
 	}.do(ctx)
-	if asm.seen() {
-		out.Choices = asm.choices()
-	}
-	if len(out.Choices) == 0 {
-		out.Choices = []Choice{{Message: Message{Role: "assistant"}}}
-	}
-	out.Status = status
-	if err != nil {
-		return out, err
-	}
-	if !answered(out.Choices) {
-		if asm.filtered() {
-			return out, &Error{Class: ClassRejected, Status: status, Code: CodeContentPolicy}
-		}
-		return out, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput, cause: errors.New("empty stream")}
-	}
-	return out, nil
+	return asm.finish(out, status, err)
 }
 
 // relayWhole relays a whole answer, from a server that ignored "stream",
