@@ -11,7 +11,9 @@ import (
 )
 
 // Cloudflare is a Client for the Cloudflare Workers AI REST API. It is safe
-// for concurrent use.
+// for concurrent use. Workers AI's input is narrower than Chat: Check
+// names the first field it cannot carry, and Complete and Stream refuse
+// the same requests without sending them, translating the rest.
 type Cloudflare struct {
 	prefix   string // up to and including .../ai/run/
 	apiToken string
