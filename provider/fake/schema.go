@@ -7,10 +7,14 @@ import (
 	"strings"
 )
 
-// maxSchemaDepth bounds the generator on recursive schemas ($ref cycles):
-// below it, objects keep no properties and arrays no items, which a
-// recursive schema that can end at all accepts.
-const maxSchemaDepth = 12
+// Recursive schemas ($ref cycles) end because, below softDepth, objects
+// keep their required properties only and arrays their minimum number of
+// items; below hardDepth (a cycle of required objects, which no finite
+// instance satisfies) the smallest value of the type is returned.
+const (
+	softDepth = 12
+	hardDepth = 64
+)
 
 // instanceOf returns a JSON value valid against schema, the same for the
 // same schema every time, so that tests can predict tool arguments and
@@ -40,7 +44,7 @@ func (g generator) value(s any, depth int) any {
 	if !ok { // true, false, or not a schema at all
 		return map[string]any{}
 	}
-	if depth > maxSchemaDepth {
+	if depth > hardDepth {
 		return shallow(m)
 	}
 	if ref, ok := m["$ref"].(string); ok {
@@ -93,7 +97,7 @@ func (g generator) object(m map[string]any, depth int) any {
 				names = append(names, n)
 			}
 		}
-	} else {
+	} else if depth <= softDepth {
 		for n := range props {
 			names = append(names, n)
 		}
@@ -107,7 +111,10 @@ func (g generator) object(m map[string]any, depth int) any {
 
 func (g generator) array(m map[string]any, depth int) any {
 	n := 1
-	if v, ok := num(m["minItems"]); ok && int(v) > n {
+	if depth > softDepth {
+		n = 0
+	}
+	if v, ok := num(m["minItems"]); ok && (int(v) > n || depth > softDepth) {
 		n = int(v)
 	}
 	if v, ok := num(m["maxItems"]); ok && int(v) < n {
@@ -285,7 +292,8 @@ func merge(m map[string]any, all []any) map[string]any {
 	return out
 }
 
-// shallow is the smallest instance of m's type, for schemas nested too deep.
+// shallow is the smallest instance of m's type, for schemas nested too
+// deep.
 func shallow(m map[string]any) any {
 	switch typeOf(m) {
 	case "array":
