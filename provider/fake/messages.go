@@ -254,8 +254,8 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 				continue
 			}
 			if !uses[b.ToolUseID] {
-				return a, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
-					"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)
+				return a, apiMessage(fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
+					"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID))
 			}
 			rt, rimgs := b.Content.text()
 			a.turns = append(a.turns, turn{Role: "tool", Content: rt, Images: rimgs, ToolCallID: b.ToolUseID})
@@ -272,6 +272,12 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 	}
 	return a, nil
 }
+
+// apiMessage is an error whose text is the real API's message, punctuation
+// included.
+type apiMessage string
+
+func (m apiMessage) Error() string { return string(m) }
 
 type anthropicMessage struct {
 	ID           string           `json:"id"`

@@ -21,10 +21,6 @@ func TestRefusedRequests(t *testing.T) {
 			Code    *string
 		}
 	}
-	type anthropicErr struct {
-		Type  string
-		Error struct{ Type, Message string }
-	}
 	tests := []struct {
 		name, path, body string
 		want             any // the error body, decoded
