@@ -288,3 +288,12 @@ func TestCallBody(t *testing.T) {
 		t.Errorf("calls without bodies = %+v, want one call and no body", c)
 	}
 }
+
+func TestShapedAnswerWithABadStatus(t *testing.T) {
+	t.Parallel()
+	f, ts := start(t)
+	f.Script(fake.Scripted{Status: 700, Content: "x"})
+	if r := mustDo(t, ts, "POST", "/v1/chat/completions", "", `{"model":"m","messages":[]}`); r.status != 500 {
+		t.Errorf("status %d, body %s; want a 500 that names the bad status", r.status, r.body)
+	}
+}

@@ -66,8 +66,8 @@ type Scripted struct {
 
 // shapes reports whether sc asks for a generated answer rather than its Body.
 func (sc Scripted) shapes(stream bool) bool {
-	if sc.Body != "" {
-		return false
+	if sc.Body != "" || sc.Status != 0 && (sc.Status < 200 || sc.Status > 599) {
+		return false // served as is, or refused with a 500 that says why
 	}
 	return sc.Tool != "" || sc.ToolCalls > 0 || sc.Text || sc.Content != "" || sc.Refusal != "" ||
 		sc.FinishReason != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
