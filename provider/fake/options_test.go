@@ -3,6 +3,7 @@ package fake_test
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,5 +296,22 @@ func TestShapedAnswerWithABadStatus(t *testing.T) {
 	f.Script(fake.Scripted{Status: 700, Content: "x"})
 	if r := mustDo(t, ts, "POST", "/v1/chat/completions", "", `{"model":"m","messages":[]}`); r.status != 500 {
 		t.Errorf("status %d, body %s; want a 500 that names the bad status", r.status, r.body)
+	}
+}
+
+func TestScriptShapesOverHTTP(t *testing.T) {
+	t.Parallel()
+	_, ts := start(t)
+	if r := mustDo(t, ts, "POST", "/_fake/script", "", `{"responses":[{"tool_calls":-1}]}`); r.status != 400 {
+		t.Errorf("negative tool_calls: %d, want 400", r.status)
+	}
+	if r := mustDo(t, ts, "POST", "/_fake/script", "", `{"responses":[{"tool":"lookup","tool_calls":2,"system_fingerprint":"fp_1"}]}`); r.status != 204 {
+		t.Fatalf("script: %d %s, want 204", r.status, r.body)
+	}
+	r := mustDo(t, ts, "POST", "/v1/chat/completions", "", `{"model":"m",`+openaiTools+`,"messages":[{"role":"user","content":"x"}]}`)
+	got := readOpenAI(t, r.body)
+	want := []call{{"call_fake_1", "lookup", `{"q":"fake"}`}, {"call_fake_2", "lookup", `{"q":"fake"}`}}
+	if diff := cmp.Diff(want, got.Calls); diff != "" || !strings.Contains(r.body, `"system_fingerprint":"fp_1"`) {
+		t.Errorf("calls mismatch (-want +got):\n%s\nbody %s", diff, r.body)
 	}
 }
