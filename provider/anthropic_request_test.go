@@ -32,15 +32,6 @@ func captureAnthropic(t *testing.T) (*provider.Anthropic, <-chan []byte) {
 	return provider.NewAnthropic(ts.URL, apiKey, ts.Client()), bodies
 }
 
-func decodeJSON(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, b)
-	}
-	return v
-}
-
 func anthPtr[T any](v T) *T { return &v }
 
 func anthUser(s string) provider.Message {

@@ -56,15 +56,6 @@ func (s *cannedServer) onlyBody(t *testing.T) any {
 	return decodeJSON(t, got[0])
 }
 
-func decodeJSON(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("body %s is not JSON: %v", b, err)
-	}
-	return v
-}
-
 // asUnsupported unwraps err to the *provider.Unsupported behind it.
 func asUnsupported(t *testing.T, err error) *provider.Unsupported {
 	t.Helper()
