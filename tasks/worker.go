@@ -1123,27 +1123,8 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 // not nil, with the task as its finish stored it.
 func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status,
 	settled *budget.Settled, finished *Task) error {
-	u := Usage{Source: budget.SourceReported}
+	u, cost := s.usageOf(t, m, resp)
 	implausible := implausibleUsage(resp)
-	if resp.Usage != nil {
-		tok := budget.Tokens{Input: resp.Usage.InputTokens, Output: resp.Usage.OutputTokens, CachedInput: resp.Usage.CachedInputTokens,
-			CacheWrite: resp.Usage.CacheWriteTokens, Reasoning: resp.Usage.ReasoningTokens}
-		if implausible {
-			// A lie, never a reason to call again: recorded at the bound
-			// (the journal keeps the figures as reported) and charged at
-			// most the reservation, the rest recorded as shortfall; the
-			// ambiguous attempts are charged as on any success.
-			tok.Input = min(max(tok.Input, 0), budget.MaxUsageTokens)
-			tok.Output = min(max(tok.Output, 0), budget.MaxUsageTokens)
-		}
-		// Classes beyond their totals are a provider's error too: read
-		// as the whole total, never as more tokens than it.
-		u.setTokens(tok.Normalized())
-	} else {
-		u.Source = budget.SourceEstimated
-		u.InputTokens, u.OutputTokens = s.inputTokens(m, t.Request.Chat), estimateOutput(resp)
-	}
-	cost := m.Price().CostOf(u.tokens())
 	var possible int64 // the ambiguous attempts' worst case
 	if ambiguous > 0 {
 		u.Source = budget.SourcePossiblyCharged
@@ -1171,6 +1152,26 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 		CachedInputTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
 		Source: u.Source, CostMicros: cost, ChargeCapMicros: charge,
 	}, settled)
+}
+
+// usageOf is what resp's call used and cost on m: the provider's report
+// by class, or an estimate labelled as such when it reported none (t's
+// request is the one the provider saw). A report beyond any sane bound is
+// recorded at the bound (budget.MaxUsageTokens; the journal keeps the
+// figures as reported), and classes beyond their totals, a provider's
+// error too, as the whole total, never as more tokens than it
+// (budget.Tokens.Normalized).
+func (s *Service) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usage, int64) {
+	u := Usage{Source: budget.SourceReported}
+	if r := resp.Usage; r != nil {
+		tok := budget.Tokens{Input: min(r.InputTokens, budget.MaxUsageTokens), Output: min(r.OutputTokens, budget.MaxUsageTokens),
+			CachedInput: r.CachedInputTokens, CacheWrite: r.CacheWriteTokens, Reasoning: r.ReasoningTokens}
+		u.setTokens(tok.Normalized())
+	} else {
+		u.Source = budget.SourceEstimated
+		u.InputTokens, u.OutputTokens = s.inputTokens(m, t.Request.Chat), estimateOutput(resp)
+	}
+	return u, m.Price().CostOf(u.tokens())
 }
 
 // implausibleUsage reports whether resp's usage is beyond any sane bound
