@@ -14,7 +14,6 @@ import (
 	"github.com/tollgate/tollgate/budget"
 )
 
-
 // Each usage class is priced at its own price, or at its total's when it
 // has none; the classes are parts of the totals, never added to them.
 func TestCostByClass(t *testing.T) {
