@@ -423,7 +423,6 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// none, the request is refused here, before anything is written.
 	fitting, err := s.fit(m, req)
 	if err != nil {
-		s.cfg.Metrics.TaskSubmitted("refused")
 		return Created{}, err
 	}
 	m = fitting[0]
