@@ -98,8 +98,12 @@ func TestOpenAISDKToolCallCompletion(t *testing.T) {
 	if u.PromptTokens != 40 || u.CompletionTokens != 12 || u.PromptTokensDetails.CachedTokens != 32 || u.CompletionTokensDetails.ReasoningTokens != 5 {
 		t.Errorf("usage = %+v, want 40/12 with 32 cached and 5 reasoning", u)
 	}
-	if first.SystemFingerprint != "fp_tg1" {
-		t.Errorf("system_fingerprint = %q, want fp_tg1", first.SystemFingerprint)
+	// The SDK marks the field deprecated; it is read from the body.
+	var fp struct {
+		SystemFingerprint string `json:"system_fingerprint"`
+	}
+	if err := json.Unmarshal([]byte(first.RawJSON()), &fp); err != nil || fp.SystemFingerprint != "fp_tg1" {
+		t.Errorf("system_fingerprint = %q (%v), want fp_tg1", fp.SystemFingerprint, err)
 	}
 
 	again, err := client.Chat.Completions.New(ctx, toolParams(), option.WithHeader("Idempotency-Key", "tools-1"), keep)
