@@ -20,6 +20,13 @@ const (
 	// Vocabulary keeps a value only when it is a short code-shaped word;
 	// anything else is replaced by the classification's own code.
 	Vocabulary Treatment = "vocabulary"
+	// Describe stores a description instead of the value: an image by its
+	// media type, size and SHA-256, or its URL without the query string
+	// (URLWithoutSecrets) redacted under the record's policy.
+	Describe Treatment = "describe"
+	// Seal stores the value only encrypted (tasks' Sealer), for the worker
+	// or the owner; nothing of it in clear.
+	Seal Treatment = "seal"
 )
 
 // Field names one stored field that carries client- or provider-supplied
@@ -38,6 +45,11 @@ const (
 	FieldTopupNote      Field = "top-up note"
 	FieldRouteUser      Field = "route user"
 	FieldRequestHash    Field = "the request as a whole (for the same-key check)"
+	FieldToolCalls      Field = "tool calls (ids, names, arguments), tool results, refusals"
+	FieldDefinitions    Field = "tool and response_format definitions (names, descriptions, schemas)"
+	FieldParameters     Field = "stop sequences, user, safety_identifier, pass-through fields"
+	FieldImages         Field = "image URLs and data"
+	FieldRawBodies      Field = "the raw request (images included), the output, the answer"
 )
 
 // Fields is the table: each field's treatment. README.md's "Privacy:
@@ -53,6 +65,11 @@ var Fields = map[Field]Treatment{
 	FieldTopupNote:      RedactText,
 	FieldRouteUser:      Hash,
 	FieldRequestHash:    Hash,
+	FieldToolCalls:      RedactText,
+	FieldDefinitions:    RedactText,
+	FieldParameters:     RedactText,
+	FieldImages:         Describe,
+	FieldRawBodies:      Seal,
 }
 
 // Stored applies the table to the short fields: one value, redacted in a

@@ -26,24 +26,85 @@ import (
 // ErrInvalid is returned for a record that cannot be stored.
 var ErrInvalid = errors.New("replay: invalid record")
 
-// Parameters are the request parameters sent to the provider.
+// Parameters are what was sent to the provider on the attempt, beyond the
+// stored request: the output limit under the name it was sent with, and
+// digests that say which tool list and which images a call carried without
+// holding them.
 type Parameters struct {
-	Model     string `json:"model"`
-	MaxTokens int    `json:"max_tokens"`
+	Model string `json:"model"`
+	// MaxTokens is the output limit actually sent (the client's, else
+	// Tollgate's default), whichever name carried it; OutputLimitParam is
+	// that name: max_tokens or max_completion_tokens.
+	MaxTokens        int    `json:"max_tokens"`
+	OutputLimitParam string `json:"output_limit_param,omitempty"`
+	// Choices is n, when more than one choice was asked for.
+	Choices int `json:"n,omitempty"`
+	// Tools is how many tools were offered; ToolsSHA256 the SHA-256 (hex)
+	// of their canonical JSON (the tools array as sent, keys sorted), so
+	// support can tell which version of a tool list a call used.
+	Tools       int    `json:"tools,omitempty"`
+	ToolsSHA256 string `json:"tools_sha256,omitempty"`
+	// ResponseFormat is the response_format type asked for: text,
+	// json_object or json_schema (SchemaName names the schema).
+	ResponseFormat string `json:"response_format,omitempty"`
+	SchemaName     string `json:"schema_name,omitempty"`
+	// Images are the request's images, in order: described, never held.
+	Images []Image `json:"images,omitempty"`
 }
 
-// Usage is token usage as the provider reported it.
+// Image describes one image of a request: a data URL by its media type,
+// size and SHA-256; a URL by its redacted form (a signed URL's query string
+// carries secrets, so it is never kept). The bytes themselves are sealed
+// with the raw request.
+type Image struct {
+	Message   int    `json:"message"` // index of its message
+	MediaType string `json:"media_type,omitempty"`
+	Bytes     int    `json:"bytes,omitempty"`
+	SHA256    string `json:"sha256,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// Usage is token usage as the provider reported it, by class: cached and
+// cache-write tokens are part of the input, reasoning tokens part of the
+// output.
 type Usage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	CacheWriteTokens  int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
 }
 
-// Response is what the provider answered.
+// Response is what the provider answered, its texts redacted as stored:
+// the first choice's content, tool calls and refusal, and every choice
+// when several were asked for.
 type Response struct {
-	Content      string `json:"content"`
-	FinishReason string `json:"finish_reason"`
-	Model        string `json:"model"`
-	Usage        *Usage `json:"usage"`
+	Content           string     `json:"content"`
+	ToolCalls         []ToolCall `json:"tool_calls,omitempty"`
+	Refusal           string     `json:"refusal,omitempty"`
+	FinishReason      string     `json:"finish_reason"`
+	Choices           []Choice   `json:"choices,omitempty"`
+	Model             string     `json:"model"`
+	SystemFingerprint string     `json:"system_fingerprint,omitempty"`
+	Usage             *Usage     `json:"usage"`
+}
+
+// Choice is one choice of an answer that had several.
+type Choice struct {
+	Index        int        `json:"index"`
+	Content      string     `json:"content"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	Refusal      string     `json:"refusal,omitempty"`
+	FinishReason string     `json:"finish_reason"`
+}
+
+// ToolCall is one call the model asked for; Arguments is the JSON text the
+// model produced, redacted as stored.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Failure is a classified provider failure.
@@ -221,13 +282,17 @@ func redactions(m map[string]int) map[string]int {
 	return m
 }
 
-// EraseTx removes the texts of the tasks' records (response content) and
+// EraseTx removes the texts of the tasks' records (response content, tool
+// calls, refusal, choices; the image descriptions of the parameters) and
 // keeps everything else: a record's shape, timings, classes and usage stay
 // for support and finance after its bodies are gone.
 func EraseTx(ctx context.Context, tx pgx.Tx, taskIDs []string) error {
 	_, err := tx.Exec(ctx, `
-		UPDATE replay_records SET response = response - 'content' || '{"content": ""}'::jsonb
-		WHERE task_id = ANY($1) AND response IS NOT NULL`, taskIDs)
+		UPDATE replay_records
+		SET response = CASE WHEN response IS NULL THEN NULL
+		                    ELSE response - 'content' - 'tool_calls' - 'refusal' - 'choices' || '{"content": ""}'::jsonb END,
+		    parameters = parameters - 'images' - 'schema_name'
+		WHERE task_id = ANY($1) AND (response IS NOT NULL OR parameters ? 'images' OR parameters ? 'schema_name')`, taskIDs)
 	if err != nil {
 		return fmt.Errorf("replay: erase: %w", err)
 	}

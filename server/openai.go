@@ -101,7 +101,7 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		case t.Status == tasks.StatusSucceeded && in.Stream:
 			// A replayed streaming request gets the stored answer as a stream.
 			sse := newSSE(c)
-			sse.content(t, t.Result.Output)
+			sse.replay(t)
 			return sse.finish(t, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
 		case t.Status == tasks.StatusSucceeded:
 			return c.JSON(http.StatusOK, completionOf(t))

@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"github.com/tollgate/tollgate/provider"
@@ -361,5 +364,127 @@ func TestBrokeOwnerIsRefusedBeforeRedaction(t *testing.T) {
 	e.fake.Script(openaiAnswer("ok"))
 	if resp := e.post(rich, "rich-1", body, nil); resp.status >= 300 || probed.Load() == 0 {
 		t.Errorf("admitted request: %d %s, %d probe matches; want admitted and redacted", resp.status, resp.body, probed.Load())
+	}
+}
+
+// TestEveryRequestFieldIsRedactedOrSealed sends a request that uses every
+// field of the chat model, each carrying its own canary (text parts, a
+// tool call's arguments, a tool result, a refusal, tool and schema
+// descriptions, a signed image URL's query string, a data URL image's
+// bytes, stop sequences, user identifiers, a pass-through field), and an
+// answer whose text, tool call and refusal carry more. No canary may be
+// found in clear in a pg_dump of the database or in the logs; the owner
+// still reads the answer whole, and the replay record describes the images
+// (media type, size, SHA-256; the URL without its query) and names the
+// tool list by its digest.
+func TestEveryRequestFieldIsRedactedOrSealed(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	c := map[string]string{
+		"text part":            "text.part.canary@example.com",
+		"system":               "sk-proj-CANARYsystem0123456789abcdefghijk",
+		"assistant tool args":  "args.canary@example.com",
+		"tool result":          "tool.result.canary@example.com",
+		"assistant refusal":    "refusal.canary@example.com",
+		"tool description":     "tool.desc.canary@example.com",
+		"schema description":   "schema.desc.canary@example.com",
+		"schema enum":          "enum.canary@example.com",
+		"json_schema desc":     "jsonschema.desc.canary@example.com",
+		"image URL query":      "X-Amz-Signature=CANARYsig0123456789",
+		"image bytes (base64)": base64.StdEncoding.EncodeToString([]byte("PNG bytes canary.image@example.com")),
+		"stop":                 "stop.canary@example.com",
+		"user":                 "user.canary@example.com",
+		"safety_identifier":    "safety.canary@example.com",
+		"answer text":          "answer.canary@example.com",
+		"answer tool args":     "answer.args.canary@example.com",
+		"metadata":             "meta.canary@example.com",
+	}
+	imageURL := "https://bucket.example.com/cat.png?" + c["image URL query"]
+	dataURL := "data:image/png;base64," + c["image bytes (base64)"]
+	schema := map[string]any{"type": "object", "description": c["schema description"],
+		"properties": map[string]any{"to": map[string]any{"type": "string", "enum": []string{c["schema enum"]}}}}
+	body, _ := json.Marshal(map[string]any{
+		"model": "test-model",
+		"messages": []any{
+			map[string]any{"role": "system", "content": "never leak " + c["system"]},
+			map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "text", "text": "write to " + c["text part"]},
+				map[string]any{"type": "image_url", "image_url": map[string]any{"url": imageURL, "detail": "low"}},
+				map[string]any{"type": "image_url", "image_url": map[string]any{"url": dataURL}},
+			}},
+			map[string]any{"role": "assistant", "refusal": "not " + c["assistant refusal"], "tool_calls": []any{
+				map[string]any{"id": "call_a", "type": "function", "function": map[string]any{"name": "send_mail", "arguments": `{"to":"` + c["assistant tool args"] + `"}`}},
+			}},
+			map[string]any{"role": "tool", "tool_call_id": "call_a", "content": "sent to " + c["tool result"]},
+		},
+		"tools": []any{map[string]any{"type": "function", "function": map[string]any{
+			"name": "send_mail", "description": "Mail " + c["tool description"], "parameters": schema}}},
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{
+			"name": "reply", "description": "for " + c["json_schema desc"], "schema": schema}},
+		"stop":              []string{c["stop"]},
+		"user":              c["user"],
+		"safety_identifier": c["safety_identifier"],
+		"metadata":          map[string]any{"contact": c["metadata"]},
+	})
+	e.fake.Script(fake.Scripted{Body: `{"id":"x","object":"chat.completion","created":1,"model":"test-model",
+		"choices":[{"index":0,"message":{"role":"assistant","content":"reply to ` + c["answer text"] + `","tool_calls":[
+			{"id":"call_b","type":"function","function":{"name":"send_mail","arguments":` + mustQuote(`{"to":"`+c["answer tool args"]+`"}`) + `}}]},
+		"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":60,"completion_tokens":20,"total_tokens":80}}`})
+	r := e.post(key, "every-field", body, map[string]string{"Prefer": "wait=30"})
+	if r.status >= 300 {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	task := e.waitFinished(key, r.task(t).ID)
+	if task.Status != tasks.StatusSucceeded {
+		t.Fatalf("task = %s %+v", task.Status, task.Error)
+	}
+	// The owner reads the answer whole.
+	if m := task.Result.Message; m == nil || len(m.ToolCalls) != 1 || !strings.Contains(m.ToolCalls[0].Function.Arguments, c["answer tool args"]) ||
+		!strings.Contains(task.Result.Output, c["answer text"]) {
+		t.Errorf("owner's result = %+v, want the answer whole", task.Result)
+	}
+	rep := e.do(http.MethodGet, "/v1/tasks/"+task.ID+"/replay", key, nil, nil)
+	var record struct {
+		Attempts []struct {
+			Parameters struct {
+				ToolsSHA256 string `json:"tools_sha256"`
+				Images      []struct {
+					MediaType string `json:"media_type"`
+					Bytes     int    `json:"bytes"`
+					SHA256    string `json:"sha256"`
+					URL       string `json:"url"`
+				} `json:"images"`
+			} `json:"parameters"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal(rep.body, &record); err != nil || len(record.Attempts) != 1 {
+		t.Fatalf("replay: %d %s", rep.status, rep.body)
+	}
+	p := record.Attempts[0].Parameters
+	raw, _ := base64.StdEncoding.DecodeString(c["image bytes (base64)"])
+	sum := sha256.Sum256(raw)
+	if len(p.Images) != 2 || p.Images[0].URL != "https://bucket.example.com/cat.png?[QUERY]" ||
+		p.Images[1].MediaType != "image/png" || p.Images[1].Bytes != len(raw) || p.Images[1].SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("recorded images = %+v", p.Images)
+	}
+	if len(p.ToolsSHA256) != 64 {
+		t.Errorf("tools_sha256 = %q", p.ToolsSHA256)
+	}
+
+	dump, err := exec.Command("pg_dump", "--data-only", e.dbURL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, dump)
+	}
+	if !strings.Contains(string(dump), task.ID) || !strings.Contains(string(dump), "send_mail") {
+		t.Fatal("the dump does not hold the task and its tools: the scan would prove nothing")
+	}
+	for field, canary := range c {
+		for place, text := range map[string]string{"database dump": string(dump), "logs": logs.String(), "replay record": string(rep.body)} {
+			if strings.Contains(text, canary) {
+				t.Errorf("%s canary %q found in clear in the %s", field, canary, place)
+			}
+		}
 	}
 }

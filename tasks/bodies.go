@@ -32,7 +32,7 @@ type Tombstone struct {
 func eraseTx(ctx context.Context, tx pgx.Tx, ids []string, by, reason string) (int64, error) {
 	tag, err := tx.Exec(ctx, `
 		UPDATE tasks SET request = jsonb_build_object('messages', '[]'::jsonb, 'erased', true),
-		       payload = NULL, output_sealed = NULL,
+		       payload = NULL, output_sealed = NULL, answer_sealed = NULL,
 		       bodies_erased_at = now(), bodies_erased_by = $2, bodies_erased_reason = $3
 		WHERE id = ANY($1) AND bodies_erased_at IS NULL`, ids, by, reason)
 	if err != nil {

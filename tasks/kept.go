@@ -47,7 +47,9 @@ type keptAnswer struct {
 	body         keptBody
 }
 
-// keptBody is the part of a kept answer that is sealed.
+// keptBody is the part of a kept answer that is sealed: the whole answer,
+// so that recording it later makes the same result, tool calls, refusal
+// and every choice included.
 type keptBody struct {
 	Content      string             `json:"content"`
 	Model        string             `json:"model,omitempty"`
@@ -55,17 +57,29 @@ type keptBody struct {
 	Usage        *keptUsage         `json:"usage,omitempty"`
 	Status       int                `json:"status,omitempty"`
 	Stream       *replay.StreamInfo `json:"stream,omitempty"`
+	// Choices is every choice, when the answer is more than its first
+	// choice's text (richAnswer); Content is then the first one's text.
+	Choices           []Choice `json:"choices,omitempty"`
+	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
 }
 
 type keptUsage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	CacheWriteTokens  int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
 }
 
 func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
-	b := keptBody{Content: resp.Text(), Model: resp.Model, FinishReason: resp.FinishReason(), Status: resp.Status, Stream: stream}
-	if resp.Usage != nil {
-		b.Usage = &keptUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+	b := keptBody{Content: resp.Text(), Model: resp.Model, FinishReason: resp.FinishReason(), Status: resp.Status, Stream: stream,
+		SystemFingerprint: resp.SystemFingerprint}
+	if choices := choicesOf(resp); richAnswer(choices) || len(choices) == 1 && choices[0].Index != 0 {
+		b.Choices = choices
+	}
+	if u := resp.Usage; u != nil {
+		b.Usage = &keptUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens,
+			CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}
 	}
 	return b
 }
@@ -73,9 +87,16 @@ func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
 // response is the provider's answer as the run received it.
 func (b keptBody) response() *provider.Response {
 	r := provider.TextResponse(b.Content, b.FinishReason)
-	r.Model, r.Status = b.Model, b.Status
-	if b.Usage != nil {
-		r.Usage = &provider.Usage{InputTokens: b.Usage.InputTokens, OutputTokens: b.Usage.OutputTokens}
+	if b.Choices != nil {
+		r.Choices = make([]provider.Choice, len(b.Choices))
+		for i, c := range b.Choices {
+			r.Choices[i] = provider.Choice{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason, Logprobs: c.Logprobs}
+		}
+	}
+	r.Model, r.Status, r.SystemFingerprint = b.Model, b.Status, b.SystemFingerprint
+	if u := b.Usage; u != nil {
+		r.Usage = &provider.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens,
+			CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}
 	}
 	return r
 }

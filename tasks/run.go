@@ -186,7 +186,9 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		} else {
 			resp, callErr = client.Complete(callCtx, req)
 			if callErr == nil {
-				deliver(provider.Delta{Content: resp.Text()})
+				for _, d := range answerDeltas(resp) {
+					deliver(d)
+				}
 			}
 		}
 		endCall(call, resp, callErr)
@@ -200,4 +202,29 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		}
 	}
 	return s.GetAny(context.WithoutCancel(ctx), c.Task.ID)
+}
+
+// answerDeltas is a whole answer as the deltas a stream of it would have
+// carried, choice by choice: its text, its refusal, then each tool call in
+// one fragment (id, name and the whole arguments). A provider that cannot
+// stream is relayed so, and the client's accumulated answer is the same.
+func answerDeltas(resp *provider.Response) []provider.Delta {
+	var out []provider.Delta
+	for i, c := range resp.Choices {
+		idx := c.Index
+		if idx == 0 {
+			idx = i
+		}
+		if text := c.Message.Content.String(); text != "" {
+			out = append(out, provider.Delta{Choice: idx, Content: text})
+		}
+		if c.Message.Refusal != "" {
+			out = append(out, provider.Delta{Choice: idx, Refusal: c.Message.Refusal})
+		}
+		for j, tc := range c.Message.ToolCalls {
+			out = append(out, provider.Delta{Choice: idx, ToolCall: &provider.ToolCallDelta{
+				Index: j, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
+	}
+	return out
 }

@@ -678,20 +678,6 @@ func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, er
 	return t, nil
 }
 
-// reveal opens the sealed output into the result the owner polls for. A
-// body erased (retention or deletion) leaves the result without output.
-func (s *Service) reveal(t *Task) {
-	if t.Result == nil || len(t.outputSealed) == 0 {
-		return
-	}
-	plain, err := s.cfg.Sealer.Open(t.outputSealed, []byte(t.ID))
-	if err != nil {
-		s.cfg.Logger.Error("sealed output cannot be opened (wrong TOLLGATE_DATA_KEY?)", slog.String("task_id", t.ID))
-		return
-	}
-	t.Result.Output = string(plain)
-}
-
 // rawRequest opens the sealed raw request: what the provider must see.
 func (s *Service) rawRequest(t Task) (Request, error) {
 	if len(t.payload) == 0 {
@@ -778,7 +764,7 @@ func page(list []Task, limit int) Page {
 // job a worker holds is shown running.
 const taskColumns = `id::text, owner_id, ` + statusExpr + `, idempotency_key, model, attempts, reserved_micros,
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
-	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id`
+	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id, answer_sealed`
 
 // answerColumns are taskColumns for a task that is only answered to a
 // client: its stored request reduced to the metadata, the one part of the
@@ -803,7 +789,7 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
 		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested,
-		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS, &t.jobID}
+		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS, &t.jobID, &t.answerSealed}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}

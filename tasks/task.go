@@ -170,14 +170,17 @@ type Result struct {
 	Message *provider.Message `json:"message,omitempty"`
 	// Choices holds every choice when the request asked for more than one
 	// (n > 1); the first is also Message.
-	Choices           []Choice `json:"choices,omitempty"`
-	Model             string   `json:"model"`
-	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
-	FinishReason      string   `json:"finish_reason,omitempty"`
-	Usage             Usage    `json:"usage"`
-	CostMicros        int64    `json:"cost_micros"`
+	Choices []Choice `json:"choices,omitempty"`
+	// Logprobs is the first choice's logprobs, when asked and given.
+	Logprobs          json.RawMessage `json:"logprobs,omitempty"`
+	Model             string          `json:"model"`
+	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
+	FinishReason      string          `json:"finish_reason,omitempty"`
+	Usage             Usage           `json:"usage"`
+	CostMicros        int64           `json:"cost_micros"`
 
 	sealedOutput []byte // stored beside the result (output_sealed), never in it
+	sealedAnswer []byte // likewise (answer_sealed); nil for a text-only answer
 }
 
 // Choice is one of a task's answers when it asked for several.
@@ -185,6 +188,7 @@ type Choice struct {
 	Index        int              `json:"index"`
 	Message      provider.Message `json:"message"`
 	FinishReason string           `json:"finish_reason,omitempty"`
+	Logprobs     json.RawMessage  `json:"logprobs,omitempty"`
 }
 
 // Failure is why a task failed, in stable terms a client can act on. It
@@ -230,6 +234,7 @@ type Task struct {
 
 	payload      []byte // the sealed raw request
 	outputSealed []byte // the sealed output
+	answerSealed []byte // the sealed rest of the answer (answer.go)
 	policy       string // the owner's redaction policy when the task was created
 	jobID        *int64 // the task's current River job (NULL for tasks older than the column)
 }

@@ -1,7 +1,11 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -690,7 +694,7 @@ func (s *Service) record(t Task, m catalog.Model, prov catalog.Provider, attempt
 	return replay.Attempt{
 		TaskID: t.ID, OwnerID: t.OwnerID, Attempt: attempt,
 		Provider: prov.Kind + ":" + prov.Key, ProviderModel: m.ProviderModel,
-		Parameters: replay.Parameters{Model: m.Name, MaxTokens: s.maxTokens(t.Request)},
+		Parameters: s.parameters(t, m, prov),
 		TimeoutMS:  int(s.cfg.RequestTimeout / time.Millisecond),
 		StartedAt:  start, TraceID: traceID, BuildVersion: s.cfg.BuildVersion,
 	}
@@ -1098,17 +1102,16 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 	rec.FinishedAt, rec.LatencyMS = &now, &latencyMS
 	if pe != nil {
 		rec.Error = &replay.Failure{Class: string(pe.Class), Code: pe.Code, ProviderStatus: pe.Status}
-	} else {
-		rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
-		if resp.Usage != nil {
-			rec.Response.Usage = &replay.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
-		}
 	}
 	rec.State = state
 	rec.Stream = b.stream
-	if pe != nil && resp != nil && resp.Text() != "" {
-		// A cut stream: keep what arrived, redacted like any answer.
+	if pe == nil || resp != nil && len(choicesOf(resp)) > 0 && (resp.Text() != "" || richAnswer(choicesOf(resp))) {
+		// An answer, or a cut stream's part that arrived: redacted like
+		// any answer.
 		rec.Response, rec.Redactions = s.storedAnswer(t, b.raw, resp)
+		if pe != nil {
+			rec.Response.Usage = nil
+		}
 	}
 	return rec
 }
@@ -1139,10 +1142,10 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 	if status == StatusCanceled {
 		queueFinish(batch, t.ID, StatusCanceled, nil, nil, finished)
 	} else {
-		// The output is stored sealed, for the owner to poll; the result
+		// The answer is stored sealed, for the owner to poll; the result
 		// row itself holds no text.
-		res := Result{Model: m.Name, FinishReason: resp.FinishReason(), Usage: u, CostMicros: cost,
-			sealedOutput: s.cfg.Sealer.Seal([]byte(resp.Text()), []byte(t.ID))}
+		res := resultOf(resp, m.Name, u, cost)
+		res.seal(s.cfg.Sealer, t.ID)
 		queueFinish(batch, t.ID, StatusSucceeded, &res, nil, finished)
 	}
 	// Settlement last: it locks the owner's budget row, which every task of
@@ -1244,21 +1247,24 @@ func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Resul
 // returns the finished task, read into it as Get would read it: this
 // process's waiters then need not read it again.
 func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure, into *Task) {
-	var sealed []byte
+	var sealed, answer []byte
+	var stored *Result
 	if res != nil {
-		sealed = res.sealedOutput
+		sealed, answer = res.sealedOutput, res.sealedAnswer
+		r := res.stored()
+		stored = &r
 	}
 	// A trigger sets ended_unsucceeded from status, NULL for a success, so
 	// that its finish, changing no indexed column, can be HOT (000114).
 	const finishSQL = `
 		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
-		       finished_at = now(), updated_at = now()
+		       answer_sealed = COALESCE($6, answer_sealed), finished_at = now(), updated_at = now()
 		WHERE id = $1`
 	if into == nil {
-		b.Queue(finishSQL, id, string(status), res, f, sealed)
+		b.Queue(finishSQL, id, string(status), stored, f, sealed, answer)
 		return
 	}
-	b.Queue(finishSQL+` RETURNING `+answerColumns, id, string(status), res, f, sealed).Query(func(rows pgx.Rows) (err error) {
+	b.Queue(finishSQL+` RETURNING `+answerColumns, id, string(status), stored, f, sealed, answer).Query(func(rows pgx.Rows) (err error) {
 		*into, err = pgx.CollectExactlyOneRow(rows, scanTask)
 		return err
 	})
@@ -1358,5 +1364,68 @@ func (s *Service) callTimeout(t Task) time.Duration {
 func (s *Service) storedAnswer(t Task, raw Request, resp *provider.Response) (*replay.Response, map[string]int) {
 	p := s.privacyFor(redact.Policy(t.policy))
 	_ = p.request(raw)
-	return &replay.Response{Content: p.text(resp.Text()), FinishReason: resp.FinishReason(), Model: resp.Model}, p.counts()
+	return p.answer(resp), p.counts()
+}
+
+// parameters is what an attempt of t on m sends beyond the stored
+// request, for its replay record (t.Request is the raw request): the
+// output limit as sent, the tool list's digest, the response format and
+// the images, described as the stored request describes them.
+func (s *Service) parameters(t Task, m catalog.Model, prov catalog.Provider) replay.Parameters {
+	sent := s.providerRequest(&begunAttempt{task: t, model: m, prov: prov, raw: t.Request})
+	out := replay.Parameters{Model: m.Name, MaxTokens: sent.OutputLimit(), OutputLimitParam: "max_tokens"}
+	if sent.MaxCompletionTokens > 0 {
+		out.OutputLimitParam = "max_completion_tokens"
+	}
+	if sent.N > 1 {
+		out.Choices = sent.N
+	}
+	if len(sent.Tools) > 0 {
+		out.Tools, out.ToolsSHA256 = len(sent.Tools), ToolsSHA256(sent.Tools)
+	}
+	if f := sent.ResponseFormat; f != nil {
+		out.ResponseFormat = f.Type
+	}
+	if !hasImages(t.Request.Messages) && (sent.ResponseFormat == nil || sent.ResponseFormat.JSONSchema == nil) {
+		return out
+	}
+	// Described under the owner's policy, as in the stored request: the
+	// same session, so the same placeholders.
+	p := s.privacyFor(redact.Policy(t.policy))
+	stored := p.request(t.Request)
+	out.Images = p.images
+	if f := stored.ResponseFormat; f != nil && f.JSONSchema != nil {
+		out.SchemaName = f.JSONSchema.Name
+	}
+	return out
+}
+
+// ToolsSHA256 is the hex SHA-256 of the canonical JSON of a tool list (keys
+// sorted, no insignificant space): equal lists, however their keys were
+// ordered, have one digest, and any change to a name, description, schema
+// or strict flag gives another.
+func ToolsSHA256(tools []provider.Tool) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(tools); err != nil {
+		panic("tasks: encode tools: " + err.Error()) // decoded tools always re-encode
+	}
+	canonical, err := provider.CanonicalJSON(buf.Bytes())
+	if err != nil {
+		panic("tasks: canonical tools: " + err.Error())
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
+func hasImages(msgs []provider.Message) bool {
+	for _, m := range msgs {
+		for _, part := range m.Content.Parts {
+			if part.ImageURL != nil {
+				return true
+			}
+		}
+	}
+	return false
 }

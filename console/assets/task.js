@@ -250,25 +250,83 @@ function outcomeClass(o) {
   return ['succeeded', 'failed', 'unknown', 'ambiguous', 'sent'].includes(o) ? o : 'other';
 }
 
-function message(role, content, extra) {
-  const known = ['system', 'user', 'assistant'];
+// contentText is a message's content as text: a string, or its parts
+// (an image shows as its stored description, never its bytes).
+function contentText(content) {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  return content.map((p) => p.type === 'image_url' && p.image_url ?
+    `[image: ${p.image_url.url}${p.image_url.detail ? ', detail ' + p.image_url.detail : ''}]` : (p.text || '')).join('\n');
+}
+
+// toolCallsText lists tool calls, one a line: name(arguments) and the id.
+function toolCallsText(calls) {
+  return (calls || []).map((c) => {
+    const fn = c.function || c;
+    return `→ ${fn.name}(${fn.arguments})  [${c.id}]`;
+  }).join('\n');
+}
+
+function message(role, content, extra, m) {
+  const known = ['system', 'user', 'assistant', 'tool'];
+  const parts = [contentText(content)];
+  if (m && m.tool_call_id) parts.unshift(`(result of ${m.tool_call_id})`);
+  if (m && m.tool_calls && m.tool_calls.length) parts.push(toolCallsText(m.tool_calls));
+  if (m && m.refusal) parts.push(`Refused: ${m.refusal}`);
   return h('div', { class: 'msg msg-' + (known.includes(role) ? role : 'other') },
     h('div', { class: 'msg-role' }, role, extra ? h('span', { class: 'hint' }, ' ' + extra) : null),
-    h('div', { class: 'msg-content' }, highlighted(content)));
+    h('div', { class: 'msg-content' }, highlighted(parts.filter(Boolean).join('\n'))));
 }
+
+// PARAMS are the sampling and control parameters shown when set.
+const PARAMS = ['temperature', 'top_p', 'seed', 'stop', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'logprobs',
+  'top_logprobs', 'n', 'user', 'safety_identifier', 'reasoning_effort', 'verbosity', 'tool_choice', 'parallel_tool_calls',
+  'json_mode', 'deadline_s'];
 
 function renderRequest(req) {
   const box = $('request-view');
+  const limit = req.max_completion_tokens ? `${req.max_completion_tokens} (max_completion_tokens)` :
+    req.max_tokens === null || req.max_tokens === undefined ? '(default)' : String(req.max_tokens);
   box.replaceChildren(dl([
     ['Model', req.model || '(server default)'],
-    ['Max tokens', req.max_tokens === null || req.max_tokens === undefined ? '(default)' : String(req.max_tokens)],
+    ['Max tokens', limit],
   ]));
   const msgs = req.messages || [];
   if (msgs.length === 0) box.append(h('p', { class: 'hint' }, 'No messages stored.'));
-  for (const m of msgs) box.append(message(m.role, m.content));
+  for (const m of msgs) box.append(message(m.role, m.content, m.name ? `(${m.name})` : '', m));
+  const set = PARAMS.filter((k) => req[k] !== undefined && req[k] !== null);
+  if (set.length) {
+    box.append(h('h3', null, 'Parameters'), dl(set.map((k) => [k, typeof req[k] === 'object' ? JSON.stringify(req[k]) : String(req[k])])));
+  }
+  if (req.tools && req.tools.length) {
+    box.append(h('h3', null, `Tools (${req.tools.length})`), h('pre', { class: 'json' }, highlighted(JSON.stringify(req.tools, null, 2))));
+  }
+  if (req.response_format) {
+    box.append(h('h3', null, 'Response format'), h('pre', { class: 'json' }, highlighted(JSON.stringify(req.response_format, null, 2))));
+  }
+  if (req.passthrough) {
+    box.append(h('h3', null, 'Passed through'), h('pre', { class: 'json' }, highlighted(JSON.stringify(req.passthrough, null, 2))));
+  }
   if (req.metadata) {
     box.append(h('h3', null, 'Metadata'), h('pre', { class: 'json' }, highlighted(JSON.stringify(req.metadata, null, 2))));
   }
+}
+
+// usageText is a usage with its classes.
+function usageText(u) {
+  if (!u) return '';
+  const cls = [];
+  if (u.cached_input_tokens) cls.push(`${fmtInt(u.cached_input_tokens)} cached`);
+  if (u.cache_write_tokens) cls.push(`${fmtInt(u.cache_write_tokens)} cache-written`);
+  if (u.reasoning_tokens) cls.push(`${fmtInt(u.reasoning_tokens)} reasoning`);
+  return `${fmtInt(u.input_tokens)} in, ${fmtInt(u.output_tokens)} out` + (cls.length ? ` (${cls.join(', ')})` : '');
+}
+
+// imagesText describes the images an attempt sent, never their bytes.
+function imagesText(images) {
+  return (images || []).map((i) => i.sha256 ?
+    `message ${i.message}: ${i.media_type}, ${fmtInt(i.bytes)} bytes, sha256 ${i.sha256}` :
+    `message ${i.message}: ${i.url}`).join('\n');
 }
 
 function renderRecord(rec) {
@@ -288,7 +346,11 @@ function renderRecord(rec) {
     art.append(dl([
       ['Provider', a.provider],
       ['Provider model', a.provider_model],
-      ['Max tokens', params.max_tokens === undefined ? '—' : String(params.max_tokens)],
+      ['Max tokens', params.max_tokens === undefined ? '—' : String(params.max_tokens) + (params.output_limit_param ? ` (${params.output_limit_param})` : '')],
+      ['Choices', params.n ? String(params.n) : '1'],
+      ['Tools', params.tools ? h('span', null, `${params.tools}, sha256 `, h('span', { class: 'mono wrap' }, params.tools_sha256 || '')) : 'none'],
+      ['Response format', params.response_format ? params.response_format + (params.schema_name ? ` (${params.schema_name})` : '') : '—'],
+      ['Images', params.images && params.images.length ? h('pre', { class: 'wrap' }, imagesText(params.images)) : 'none'],
       ['Timeout', a.timeout_ms === undefined ? '—' : fmtMs(a.timeout_ms)],
       ['Started (UTC)', timeEl(a.started_at)],
       ['Finished (UTC)', timeEl(a.finished_at)],
@@ -298,9 +360,15 @@ function renderRecord(rec) {
     ], 'meta meta-compact'));
     if (a.response) {
       const r = a.response;
-      const usage = r.usage ? `${fmtInt(r.usage.input_tokens)} in, ${fmtInt(r.usage.output_tokens)} out` : '';
-      art.append(message('response', r.content,
-        [r.finish_reason ? `finish: ${r.finish_reason}` : '', usage].filter(Boolean).join(' · ')));
+      const usage = usageText(r.usage);
+      const fp = r.system_fingerprint ? `fingerprint ${r.system_fingerprint}` : '';
+      const choices = r.choices && r.choices.length ? r.choices : [r];
+      choices.forEach((c, i) => {
+        const call = c.tool_calls && c.tool_calls.map((t) => ({ id: t.id, function: { name: t.name, arguments: t.arguments } }));
+        art.append(message(choices.length > 1 ? `response (choice ${c.index ?? i})` : 'response', c.content,
+          [c.finish_reason ? `finish: ${c.finish_reason}` : '', i === 0 ? usage : '', i === 0 ? fp : ''].filter(Boolean).join(' · '),
+          { tool_calls: call, refusal: c.refusal }));
+      });
     }
     if (a.error) {
       art.append(h('p', { class: 'attempt-error' },

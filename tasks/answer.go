@@ -1,0 +1,133 @@
+package tasks
+
+import (
+	"encoding/json"
+	"log/slog"
+
+	"github.com/tollgate/tollgate/provider"
+)
+
+// How a provider's answer becomes a task's result. The result row holds no
+// text a client or the model produced: the first choice's text is sealed
+// in output_sealed, as it always was, and the rest of the answer (tool
+// calls, refusal, further choices, logprobs) in answer_sealed, only when
+// there is any, so a text answer costs what it did. The owner's reads open
+// both (reveal).
+
+// sealedAnswer is the part of an answer answer_sealed holds.
+type sealedAnswer struct {
+	Choices []Choice `json:"choices"`
+}
+
+// choicesOf is every choice of resp as a task keeps it, the assistant role
+// filled in where the provider left it out.
+func choicesOf(resp *provider.Response) []Choice {
+	out := make([]Choice, len(resp.Choices))
+	for i, c := range resp.Choices {
+		m := c.Message
+		if m.Role == "" {
+			m.Role = "assistant"
+		}
+		out[i] = Choice{Index: c.Index, Message: m, FinishReason: c.FinishReason, Logprobs: c.Logprobs}
+	}
+	return out
+}
+
+// richAnswer reports whether choices hold anything beyond the first
+// choice's text: only then is answer_sealed written.
+func richAnswer(choices []Choice) bool {
+	if len(choices) > 1 {
+		return true
+	}
+	for _, c := range choices {
+		m := c.Message
+		if len(m.ToolCalls) > 0 || m.Refusal != "" || len(c.Logprobs) > 0 || m.Content.Parts != nil || m.Name != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// resultOf is the result of a succeeded call, its texts set as the owner
+// reads them; stored() strips them for the row.
+func resultOf(resp *provider.Response, model string, u Usage, cost int64) Result {
+	res := Result{Output: resp.Text(), Model: model, SystemFingerprint: resp.SystemFingerprint,
+		FinishReason: resp.FinishReason(), Usage: u, CostMicros: cost}
+	res.setAnswer(choicesOf(resp))
+	return res
+}
+
+// setAnswer fills Message, Logprobs and Choices from the answer's choices.
+func (r *Result) setAnswer(choices []Choice) {
+	if len(choices) == 0 {
+		r.Message = &provider.Message{Role: "assistant", Content: provider.Text(r.Output)}
+		return
+	}
+	first := choices[0].Message
+	r.Message, r.Logprobs = &first, choices[0].Logprobs
+	r.Choices = nil
+	if len(choices) > 1 {
+		r.Choices = choices
+	}
+}
+
+// answerChoices is every choice of the result, the first from Message.
+func (r *Result) answerChoices() []Choice {
+	if len(r.Choices) > 0 {
+		return r.Choices
+	}
+	if r.Message == nil {
+		return nil
+	}
+	return []Choice{{Message: *r.Message, FinishReason: r.FinishReason, Logprobs: r.Logprobs}}
+}
+
+// seal seals the result's texts for task id: the output always, the rest
+// of the answer when there is any.
+func (r *Result) seal(s *Sealer, id string) {
+	r.sealedOutput = s.Seal([]byte(r.Output), []byte(id))
+	r.sealedAnswer = nil
+	if choices := r.answerChoices(); richAnswer(choices) {
+		plain, err := json.Marshal(sealedAnswer{Choices: choices})
+		if err != nil {
+			// Choices hold strings and canonical JSON only.
+			panic("tasks: encode answer: " + err.Error())
+		}
+		r.sealedAnswer = s.Seal(plain, []byte(id))
+	}
+}
+
+// stored is the result as its row holds it: no text, only the shape the
+// sealed columns are opened into.
+func (r Result) stored() Result {
+	out := r
+	out.Output, out.Message, out.Choices, out.Logprobs = "", nil, nil, nil
+	return out
+}
+
+// reveal opens the sealed output and answer into the result the owner
+// polls for. A body erased (retention or deletion) leaves the result
+// without them.
+func (s *Service) reveal(t *Task) {
+	if t.Result == nil || len(t.outputSealed) == 0 {
+		return
+	}
+	plain, err := s.cfg.Sealer.Open(t.outputSealed, []byte(t.ID))
+	if err != nil {
+		s.cfg.Logger.Error("sealed output cannot be opened (wrong TOLLGATE_DATA_KEY?)", slog.String("task_id", t.ID))
+		return
+	}
+	t.Result.Output = string(plain)
+	var a sealedAnswer
+	if len(t.answerSealed) > 0 {
+		plain, err := s.cfg.Sealer.Open(t.answerSealed, []byte(t.ID))
+		if err == nil {
+			err = json.Unmarshal(plain, &a)
+		}
+		if err != nil {
+			s.cfg.Logger.Error("sealed answer cannot be opened (wrong TOLLGATE_DATA_KEY?)", slog.String("task_id", t.ID))
+		}
+	}
+	t.Result.setAnswer(a.Choices)
+}
+
