@@ -124,12 +124,18 @@ var fieldChanges = []struct {
 		toolFn(m, 0)["parameters"].(map[string]any)["required"] = []any{}
 	}},
 	{"tools[].function.strict", func(m map[string]any, _ func(string, any)) { toolFn(m, 0)["strict"] = false }},
-	{"tools", func(m map[string]any, _ func(string, any)) { m["tools"] = m["tools"].([]any)[:1]; msg(m, 3)["tool_calls"] = msg(m, 3)["tool_calls"].([]any)[:1]; m["messages"] = append(m["messages"].([]any)[:5], m["messages"].([]any)[6:]...) }},
+	{"tools", func(m map[string]any, _ func(string, any)) {
+		m["tools"] = m["tools"].([]any)[:1]
+		msg(m, 3)["tool_calls"] = msg(m, 3)["tool_calls"].([]any)[:1]
+		m["messages"] = append(m["messages"].([]any)[:5], m["messages"].([]any)[6:]...)
+	}},
 	{"tool_choice", func(m map[string]any, _ func(string, any)) {
 		m["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": "clock"}}
 	}},
 	{"parallel_tool_calls", func(m map[string]any, _ func(string, any)) { m["parallel_tool_calls"] = false }},
-	{"response_format", func(m map[string]any, _ func(string, any)) { m["response_format"] = map[string]any{"type": "json_object"} }},
+	{"response_format", func(m map[string]any, _ func(string, any)) {
+		m["response_format"] = map[string]any{"type": "json_object"}
+	}},
 	{"response_format.json_schema.schema", func(m map[string]any, _ func(string, any)) {
 		m["response_format"].(map[string]any)["json_schema"].(map[string]any)["schema"].(map[string]any)["required"] = []any{}
 	}},
@@ -166,7 +172,9 @@ func TestSameKeyWithAnyChangedFieldIsRefused(t *testing.T) {
 		taskID func(r response) string
 	}{
 		{"POST /v1/tasks", nativeAgentBody, false,
-			func(idem string, body []byte) response { return e.post(key, idem, body, map[string]string{"Prefer": "wait=10"}) },
+			func(idem string, body []byte) response {
+				return e.post(key, idem, body, map[string]string{"Prefer": "wait=10"})
+			},
 			func(r response) string {
 				if r.status >= 400 {
 					return ""
