@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/tollgate/tollgate/accounts"
 )
 
@@ -349,4 +351,39 @@ func problemFields(t *testing.T, r response) []string {
 		out = append(out, f.Field)
 	}
 	return out
+}
+
+// openapi.yaml describes the request bodies the server accepts: the agent
+// bodies, with every field set, match their schemas, and bodies the server
+// refuses for their shape do not.
+func TestRequestSchemasDescribeAcceptedBodies(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromFile("../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		schema, body string
+		valid        bool
+	}{
+		{"TaskRequest", nativeAgentBody, true},
+		{"ChatCompletionRequest", openAIAgentBody, true},
+		{"ChatCompletionRequest", `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`, true},
+		{"TaskRequest", `{"messages":[{"role":"user","content":"hi"}],"service_tier":"flex"}`, false},
+		{"TaskRequest", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a b"}}]}`, false},
+		{"TaskRequest", `{"messages":[{"role":"robot","content":"hi"}]}`, false},
+		{"ChatCompletionRequest", `{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, false},
+		{"ChatCompletionRequest", `{"messages":[{"role":"user","content":"hi"}],"n":129}`, false},
+		{"ChatCompletionRequest", `{"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"huge"}`, false},
+	}
+	for _, c := range cases {
+		var v any
+		if err := json.Unmarshal([]byte(c.body), &v); err != nil {
+			t.Fatal(err)
+		}
+		err := doc.Components.Schemas[c.schema].Value.VisitJSON(v, openapi3.MultiErrors())
+		if (err == nil) != c.valid {
+			t.Errorf("%s %s: %v, want valid %v", c.schema, c.body, err, c.valid)
+		}
+	}
 }
