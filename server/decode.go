@@ -45,7 +45,7 @@ type passthroughSink interface {
 // scanLenient mode unknown top-level fields are handed to dst when it is
 // a passthroughSink, and ignored otherwise.
 func decodeBytes(raw []byte, dst any, mode scanMode, root string) error {
-	body, extra, err := scanJSONExtra(raw, reflect.TypeOf(dst), mode, root)
+	body, extra, err := scanJSON(raw, reflect.TypeOf(dst), mode, root)
 	if err != nil {
 		return decodeError(err)
 	}

@@ -56,18 +56,13 @@ const (
 )
 
 // scanJSON checks raw as the JSON encoding of a value of type t (nil: any
-// JSON), found at root in the request ("" for the body), and returns the body encoding/json must decode: raw itself, or raw
-// with integral numbers bound for integer fields ("1.0", "1e3") rewritten
-// as plain integers. Its errors are 400 problems naming the field, or the
-// decoder's own syntax errors (see decodeError).
-func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, error) {
-	body, _, err := scanJSONExtra(raw, t, mode, root)
-	return body, err
-}
-
-// scanJSONExtra is scanJSON that also returns, in scanLenient mode, the
-// unknown members of the top-level object as their raw JSON values.
-func scanJSONExtra(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, map[string]json.RawMessage, error) {
+// JSON), found at root in the request ("" for the body), and returns the
+// body encoding/json must decode: raw itself, or raw with integral numbers
+// bound for integer fields ("1.0", "1e3") rewritten as plain integers; in
+// scanLenient mode also the unknown members of the top-level object, as
+// their raw JSON values. Its errors are 400 problems naming the field, or
+// the decoder's own syntax errors (see decodeError).
+func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, map[string]json.RawMessage, error) {
 	s := &scanner{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw)), mode: mode}
 	s.dec.UseNumber()
 	if err := s.value(t, root, 0); err != nil {
