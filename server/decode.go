@@ -34,13 +34,23 @@ func decodeJSON(c echo.Context, limit int64, dst any) error {
 	return decodeBytes(raw, dst, scanStrict, "")
 }
 
+// passthroughSink is a body that keeps the unknown top-level fields a
+// lenient decode finds (the OpenAI request, which passes them on).
+type passthroughSink interface {
+	setPassthrough(map[string]json.RawMessage)
+}
+
 // decodeBytes checks raw, found at root in the request ("" for the body),
 // with scanJSON against dst's type, then decodes it into dst. In
-// scanLenient mode unknown fields are ignored.
+// scanLenient mode unknown top-level fields are handed to dst when it is
+// a passthroughSink, and ignored otherwise.
 func decodeBytes(raw []byte, dst any, mode scanMode, root string) error {
-	body, err := scanJSON(raw, reflect.TypeOf(dst), mode, root)
+	body, extra, err := scanJSON(raw, reflect.TypeOf(dst), mode, root)
 	if err != nil {
 		return decodeError(err)
+	}
+	if sink, ok := dst.(passthroughSink); ok && extra != nil {
+		sink.setPassthrough(extra)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if mode == scanStrict {

@@ -49,6 +49,8 @@ func FuzzDecodeTaskRequest(f *testing.F) {
 		{`{"messages":[{"role":"user","content":"hi"}],"metadata":{"n":1e999999,"m":1e-999999}}`, "application/json"},
 		{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1e3,"deadline_s":6.0e1}`, "application/json"},
 		{`{"route":"tagline","input":{"product":"x\u0000"}}`, "application/json"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO"}}]},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"$ref":"#/properties/a"}}}}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, "application/json"},
+		{`{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object","TYPE":1}}},"passthrough":{"service_tier":"flex","Store":true},"stop":"x","logit_bias":{"1":-100}}`, "application/json"},
 	} {
 		f.Add([]byte(seed.body), seed.ct)
 	}
@@ -103,10 +105,13 @@ func FuzzDecodeTaskRequest(f *testing.F) {
 
 // The member names of each level of the bodies the fuzz targets decode.
 var (
-	taskFields    = fieldSet("model", "messages", "max_tokens", "metadata", "json_mode", "deadline_s", "route", "input")
-	messageFields = fieldSet("role", "content")
-	oaiFields     = fieldSet("model", "messages", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options", "metadata", "user")
-	oaiMsgFields  = fieldSet("role", "content", "name")
+	chatFields = []string{"model", "messages", "max_tokens", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
+		"response_format", "temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty", "logit_bias",
+		"logprobs", "top_logprobs", "n", "user", "safety_identifier", "reasoning_effort", "verbosity"}
+	taskFields    = fieldSet(append(chatFields, "passthrough", "metadata", "json_mode", "deadline_s", "route", "input")...)
+	messageFields = fieldSet("role", "content", "name", "tool_calls", "tool_call_id", "refusal")
+	oaiFields     = fieldSet(append(chatFields, "passthrough", "stream", "stream_options", "metadata")...)
+	oaiMsgFields  = messageFields
 )
 
 func fieldSet(names ...string) map[string]bool {
@@ -168,6 +173,7 @@ func FuzzDecodeChatCompletion(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"metadata":{"x":1e999999},"temperature":0.2}`,
 		`{"model":"m","messages":[{"role":"user","content":"\u0000"}],"user":"\udc00"}`,
 		`{"model":"m","messages":[{"role":"developer","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":"flex","prediction":{"type":"content","content":"x"},"passthrough":{"a":1},"n":2,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto"}`,
 	} {
 		f.Add([]byte(seed))
 	}

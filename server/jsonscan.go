@@ -48,28 +48,37 @@ type scanMode int
 const (
 	// scanStrict refuses unknown fields (Tollgate's own API).
 	scanStrict scanMode = iota
-	// scanLenient ignores unknown fields (the OpenAI-compatible API, whose
-	// clients send fields Tollgate does not act on) but still refuses a
-	// case variant of a known one.
+	// scanLenient collects the unknown members of the top-level object
+	// (the OpenAI-compatible API, whose clients send fields Tollgate does
+	// not act on; they are passed through), refuses unknown members below
+	// it, and still refuses a case variant of a known one.
 	scanLenient
 )
 
 // scanJSON checks raw as the JSON encoding of a value of type t (nil: any
-// JSON), found at root in the request ("" for the body), and returns the body encoding/json must decode: raw itself, or raw
-// with integral numbers bound for integer fields ("1.0", "1e3") rewritten
-// as plain integers. Its errors are 400 problems naming the field, or the
-// decoder's own syntax errors (see decodeError).
-func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, error) {
+// JSON), found at root in the request ("" for the body), and returns the
+// body encoding/json must decode: raw itself, or raw with integral numbers
+// bound for integer fields ("1.0", "1e3") rewritten as plain integers; in
+// scanLenient mode also the unknown members of the top-level object, as
+// their raw JSON values. Its errors are 400 problems naming the field, or
+// the decoder's own syntax errors (see decodeError).
+func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, map[string]json.RawMessage, error) {
 	s := &scanner{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw)), mode: mode}
 	s.dec.UseNumber()
 	if err := s.value(t, root, 0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := s.dec.Token(); err != io.EOF {
-		return nil, errTrailing
+		return nil, nil, errTrailing
 	}
+	return s.edited(), s.extra, nil
+}
+
+// edited is the body with the scanner's edits applied.
+func (s *scanner) edited() []byte {
+	raw := s.raw
 	if len(s.edits) == 0 {
-		return raw, nil
+		return raw
 	}
 	var out bytes.Buffer
 	last := 0
@@ -79,7 +88,7 @@ func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, e
 		last = e.end
 	}
 	out.Write(raw[last:])
-	return out.Bytes(), nil
+	return out.Bytes()
 }
 
 type edit struct {
@@ -92,6 +101,7 @@ type scanner struct {
 	dec   *json.Decoder
 	mode  scanMode
 	edits []edit
+	extra map[string]json.RawMessage // scanLenient: the top level's unknown members
 }
 
 // token reads the next token, remembering where it starts.
@@ -270,9 +280,19 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 						tasks.FieldError{Field: kp, Message: msg})
 				}
 			}
-			if s.mode == scanStrict {
+			if s.mode == scanStrict || depth > 1 {
 				return badRequest(fmt.Sprintf("Unknown field %q.", kp), tasks.FieldError{Field: kp, Message: "unknown field"})
 			}
+			start := int(s.dec.InputOffset())
+			if err := s.value(nil, kp, depth); err != nil {
+				return err
+			}
+			if s.extra == nil {
+				s.extra = map[string]json.RawMessage{}
+			}
+			// The value read, without the colon and space before it.
+			s.extra[key] = bytes.TrimLeft(s.raw[start:s.dec.InputOffset()], " \t\r\n:")
+			continue
 		}
 		if err := s.value(child, kp, depth); err != nil {
 			return err

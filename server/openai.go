@@ -19,14 +19,6 @@ import (
 // Tollgate and keeps working, and every call becomes a Tollgate task with
 // its reservation, classified failures and replay record.
 
-// clipText cuts a client's string short for an error message.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
-
 // taskFailed carries a failed task to the error renderer.
 type taskFailed struct {
 	task   tasks.Task

@@ -2,91 +2,68 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
+	"maps"
 
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
 
-// How an OpenAI chat completions request becomes a task request.
+// How an OpenAI chat completions request becomes a task request: every
+// field OpenAI defines for the call decodes into provider.Chat under its
+// own name; the fields Tollgate does not model (service_tier,
+// prompt_cache_key, prediction, ...) are kept as they came and passed on
+// to OpenAI-kind providers (Chat.Extra), refused by name for the others.
+// Nothing a client sends is dropped.
 
-type oaiMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name,omitempty"`
+// oaiStreamOptions are the endpoint's own stream options: Tollgate writes
+// the stream, so they shape its answer, not the provider call.
+type oaiStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+	// IncludeObfuscation asks OpenAI to pad its chunks against side
+	// channels; Tollgate's chunks carry no padding, so it changes nothing.
+	IncludeObfuscation *bool `json:"include_obfuscation,omitempty"`
 }
 
-// oaiRequest holds the fields Tollgate acts on. Other valid OpenAI fields
-// (temperature, top_p, seed, stop, response_format, tools, ...) are
-// accepted and ignored, as the README documents.
+// oaiRequest is the body of POST /v1/chat/completions.
 type oaiRequest struct {
-	Model               string       `json:"model"`
-	Messages            []oaiMessage `json:"messages"`
-	MaxTokens           *int         `json:"max_tokens"`
-	MaxCompletionTokens *int         `json:"max_completion_tokens"`
-	N                   *int         `json:"n"`
-	Stream              bool         `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Metadata map[string]any `json:"metadata"`
-	User     string         `json:"user"`
+	provider.Chat
+	// Passthrough shadows Chat's own "passthrough" (the native API's
+	// name for Extra): it is no OpenAI field, so here it is passed on
+	// like any other field Tollgate does not know.
+	Passthrough   json.RawMessage   `json:"passthrough"`
+	Stream        bool              `json:"stream"`
+	StreamOptions *oaiStreamOptions `json:"stream_options"`
+	// Metadata is OpenAI's: strings, kept as the task's metadata.
+	Metadata map[string]string `json:"metadata"`
+
+	extra map[string]json.RawMessage // the unknown top-level fields
 }
 
-// text turns OpenAI content (a string, or an array of parts) into text;
-// only text parts are supported. path names the content in errors.
-func (m oaiMessage) text(path string) (string, error) {
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := decodeBytes(m.Content, &parts, scanLenient, path); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && len(ae.fields) > 0 && ae.fields[0].Field != path {
-			return "", err
-		}
-		return "", badRequest("A message content is not supported.",
-			tasks.FieldError{Field: path, Message: "content must be a string or an array of text parts"})
-	}
-	var b strings.Builder
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", badRequest("A message content is not supported.",
-				tasks.FieldError{Field: fmt.Sprintf("%s[%d].type", path, j), Message: fmt.Sprintf("content parts of type %q are not supported", clipText(p.Type, 64))})
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
+func (r *oaiRequest) setPassthrough(extra map[string]json.RawMessage) { r.extra = extra }
 
 func (r oaiRequest) task() (tasks.Request, error) {
-	out := tasks.Request{Metadata: r.Metadata}
-	out.Model = r.Model
-	if r.N != nil && *r.N != 1 {
-		return out, badRequest("Only n = 1 is supported.", tasks.FieldError{Field: "n", Message: "must be 1"})
-	}
-	switch {
-	case r.MaxCompletionTokens != nil:
-		out.MaxTokens = *r.MaxCompletionTokens
-	case r.MaxTokens != nil:
-		out.MaxTokens = *r.MaxTokens
-	}
-	for i, m := range r.Messages {
-		role := m.Role
-		if role == "developer" {
-			role = "system"
+	out := tasks.Request{Chat: r.Chat}
+	if r.Metadata != nil {
+		out.Metadata = make(map[string]any, len(r.Metadata))
+		for k, v := range r.Metadata {
+			out.Metadata[k] = v
 		}
-		text, err := m.text(fmt.Sprintf("messages[%d].content", i))
-		if err != nil {
-			return out, err
-		}
-		out.Messages = append(out.Messages, provider.Message{Role: role, Content: provider.Text(text)})
 	}
-	return out, nil
+	out.Extra = nil
+	if len(r.extra) > 0 || r.Passthrough != nil {
+		out.Extra = maps.Clone(r.extra)
+		if out.Extra == nil {
+			out.Extra = map[string]json.RawMessage{}
+		}
+		if r.Passthrough != nil {
+			out.Extra["passthrough"] = r.Passthrough
+		}
+	}
+	if r.Stream && r.N > 1 {
+		// A stream carries one choice: its chunks are relayed as the
+		// provider sends them, and the task's record keeps one answer.
+		return out, badRequest("A streamed completion carries one choice; send n > 1 without stream.",
+			tasks.FieldError{Field: "n", Message: "must be 1 with stream: true"})
+	}
+	return out.Canonical(), nil
 }

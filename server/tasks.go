@@ -1,6 +1,9 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -44,11 +47,11 @@ func createTask(d *Deps) echo.HandlerFunc {
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
-		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request}
+		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request.Canonical()}
 		if body.Route != "" || body.Input != nil {
-			if len(body.Messages) > 0 || body.Model != "" || d.Routes == nil {
-				return badRequest("Send either a route with its input, or model and messages, not both.",
-					tasks.FieldError{Field: "route", Message: "exclusive with model and messages"})
+			if field := setField(body.Request); field != "" || d.Routes == nil {
+				return badRequest("Send either a route with its input, or the request's own fields (model, messages, ...), not both.",
+					tasks.FieldError{Field: "route", Message: "exclusive with the request's own fields, such as " + cmp.Or(field, "model")})
 			}
 			var err error
 			if sub, err = d.Routes.Submission(routes.Call{Route: body.Route, Input: body.Input, OwnerID: p.OwnerID,
@@ -78,6 +81,34 @@ func createTask(d *Deps) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusAccepted, t)
 	}
+}
+
+// setField names the first field of r (in JSON order) a client set, or
+// "": a route call takes its whole request from the route, so none of
+// them may come with it.
+func setField(r tasks.Request) string {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return "model"
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return "model"
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "model"
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "model"
+		}
+		if name, _ := tok.(string); string(v) != "null" {
+			return name
+		}
+	}
+	return ""
 }
 
 // preferWait reads RFC 7240 "wait=N" from a Prefer header. Other

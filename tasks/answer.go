@@ -130,4 +130,3 @@ func (s *Service) reveal(t *Task) {
 	}
 	t.Result.setAnswer(a.Choices)
 }
-

@@ -96,18 +96,12 @@ func (r Request) Validate() error {
 	if len(r.Messages) > MaxMessages {
 		fe = append(fe, FieldError{"messages", fmt.Sprintf("must hold at most %d messages", MaxMessages)})
 	}
-	for i, m := range r.Messages {
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		default:
-			fe = append(fe, FieldError{fmt.Sprintf("messages[%d].role", i), "must be system, developer, user, assistant or tool"})
-		}
-		if m.Content.IsZero() && len(m.ToolCalls) == 0 {
-			fe = append(fe, FieldError{fmt.Sprintf("messages[%d].content", i), "must not be empty"})
-		}
-	}
 	if r.MaxTokens < 0 || r.MaxTokens > MaxMaxTokens {
 		fe = append(fe, FieldError{"max_tokens", fmt.Sprintf("must be between 1 and %d", MaxMaxTokens)})
+	}
+	fe = append(fe, checkChat(r.Canonical().Chat)...)
+	if r.JSONMode && r.ResponseFormat != nil {
+		fe = append(fe, FieldError{"json_mode", "set either json_mode or response_format, not both"})
 	}
 	if r.DeadlineS < 0 || r.DeadlineS > MaxDeadlineS {
 		fe = append(fe, FieldError{"deadline_s", fmt.Sprintf("must be between 1 and %d seconds", MaxDeadlineS)})
@@ -132,19 +126,69 @@ func ValidIdempotencyKey(key string) bool {
 	return true
 }
 
-// Hash returns the SHA-256 of the request's canonical JSON. encoding/json
-// writes struct fields in declaration order and map keys sorted, so equal
-// requests hash equally whatever order their JSON keys arrived in.
+// Hash returns the SHA-256 of the request's canonical JSON (Canonical).
+// encoding/json writes struct fields in declaration order and map keys
+// sorted, and Canonical sorts the keys of the JSON values the request
+// carries (schemas, passthrough fields), so equal requests hash equally
+// whatever order their JSON keys arrived in. Every field that reaches the
+// provider is part of it, so the same key with any change is refused.
 func (r Request) Hash() []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
+	if err := enc.Encode(r.Canonical()); err != nil {
 		// A decoded request always re-encodes; failing here is a bug.
 		panic(fmt.Sprintf("tasks: encode request: %v", err))
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	return sum[:]
+}
+
+// Canonical returns the request as it is stored and hashed: tool
+// parameters, json_schema schemas and passthrough values in canonical
+// JSON (provider.CanonicalJSON), a null schema as none, and n = 1 as unset, which asks the same
+// of the provider. It shares nothing it changes with r. A value that is
+// not valid JSON is left as it is, for Validate to report.
+func (r Request) Canonical() Request {
+	canon := func(raw json.RawMessage) json.RawMessage {
+		if raw == nil {
+			return nil
+		}
+		if c, err := provider.CanonicalJSON(raw); err == nil {
+			return c
+		}
+		return raw
+	}
+	schema := func(raw json.RawMessage) json.RawMessage {
+		if raw = canon(raw); string(raw) == "null" {
+			return nil // as if absent, as null is for every other field
+		}
+		return raw
+	}
+	if r.N == 1 {
+		r.N = 0
+	}
+	if r.Tools != nil {
+		tools := make([]provider.Tool, len(r.Tools))
+		for i, t := range r.Tools {
+			t.Function.Parameters = schema(t.Function.Parameters)
+			tools[i] = t
+		}
+		r.Tools = tools
+	}
+	if rf := r.ResponseFormat; rf != nil && rf.JSONSchema != nil {
+		js := *rf.JSONSchema
+		js.Schema = schema(js.Schema)
+		r.ResponseFormat = &provider.ResponseFormat{Type: rf.Type, JSONSchema: &js}
+	}
+	if r.Extra != nil {
+		extra := make(map[string]json.RawMessage, len(r.Extra))
+		for k, v := range r.Extra {
+			extra[k] = canon(v)
+		}
+		r.Extra = extra
+	}
+	return r
 }
 
 // Usage is a task's token usage and where the figures came from.
