@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -13,19 +14,29 @@ import (
 type routeCall struct {
 	Input map[string]any `json:"input"`
 	User  string         `json:"user"`
+	// Messages continue the conversation after the route's prompt: the
+	// assistant's tool calls, the tools' results, more user turns.
+	Messages []provider.Message `json:"messages"`
 }
 
 type routeAnswer struct {
 	OK       bool             `json:"ok"`
 	Data     any              `json:"data"`
 	Fallback *routes.Fallback `json:"fallback"`
-	TraceID  string           `json:"trace_id"`
-	TaskID   *string          `json:"task_id"`
+	// ToolCalls and Message: the model asked for tool calls (data is
+	// null); the client runs them and calls again with Message and a
+	// tool message per call appended to its messages.
+	ToolCalls    []provider.ToolCall `json:"tool_calls,omitempty"`
+	Message      *provider.Message   `json:"message,omitempty"`
+	FinishReason string              `json:"finish_reason,omitempty"`
+	TraceID      string              `json:"trace_id"`
+	TaskID       *string             `json:"task_id"`
 }
 
 // callRoute: POST /v1/routes/{name}. Answers synchronously: with the
-// route's data, a same-shape fallback naming the guard and reason
-// (on_failure: fallback), or a stable error (on_failure: error).
+// route's data, the tool calls the model asked for, a same-shape fallback
+// naming the guard and reason (on_failure: fallback), or a stable error
+// (on_failure: error).
 func callRoute(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if d.Routes == nil {
@@ -45,11 +56,14 @@ func callRoute(d *Deps) echo.HandlerFunc {
 		}
 		p := principalOf(c)
 		ans, err := d.Routes.Answer(c.Request().Context(), routes.Call{Route: c.Param("name"), Input: in.Input, User: in.User,
-			OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)})
+			Messages: in.Messages, OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)})
 		if err != nil {
 			return err
 		}
-		out := routeAnswer{OK: true, Data: ans.Data, Fallback: ans.Fallback, TraceID: traceIDOf(c)}
+		out := routeAnswer{OK: true, Data: ans.Data, Fallback: ans.Fallback, FinishReason: ans.FinishReason, TraceID: traceIDOf(c)}
+		if ans.Message != nil {
+			out.Message, out.ToolCalls = ans.Message, ans.Message.ToolCalls
+		}
 		if ans.TaskID != "" {
 			out.TaskID = &ans.TaskID
 			c.Response().Header().Set("X-Tollgate-Task-Id", ans.TaskID)
