@@ -205,7 +205,9 @@ func TestContinuationIsValidated(t *testing.T) {
 	call := func(id, name string) provider.ToolCall {
 		return provider.ToolCall{ID: id, Type: "function", Function: provider.FunctionCall{Name: name, Arguments: "{}"}}
 	}
-	asks := func(calls ...provider.ToolCall) provider.Message { return provider.Message{Role: "assistant", ToolCalls: calls} }
+	asks := func(calls ...provider.ToolCall) provider.Message {
+		return provider.Message{Role: "assistant", ToolCalls: calls}
+	}
 	answers := func(id string) provider.Message {
 		return provider.Message{Role: "tool", ToolCallID: id, Content: provider.Text("ok")}
 	}
