@@ -35,52 +35,109 @@ func NewAnthropic(baseURL, apiKey string, hc *http.Client) *Anthropic {
 	return &Anthropic{endpoint: root + "/v1/messages", apiKey: apiKey, hc: hc}
 }
 
-type messagesRequest struct {
-	Model     string    `json:"model"`
-	MaxTokens int       `json:"max_tokens"`
-	System    string    `json:"system,omitempty"`
-	Messages  []Message `json:"messages"`
-}
-
-// Complete sends req once, with its system messages joined (blank line
-// between) into the top-level system field and the others in order. On
-// failure it returns a *Error as OpenAI.Complete does, classified by
+// Complete sends req once, translated by anthropicBody. On failure it
+// returns a *Error as OpenAI.Complete does, classified by
 // ClassifyAnthropic; and ClassRejected "invalid_request", without sending
-// anything, when req.MaxTokens is not positive, because the Messages API
-// requires a limit and choosing one here would spend budget nobody set.
+// anything, when the output limit is not positive, because the Messages API
+// requires max_tokens and choosing one here would spend budget nobody set,
+// or when a field cannot be carried (the *Unsupported is its cause, for
+// errors.As).
 func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error) {
-	if req.OutputLimit() <= 0 {
-		return nil, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
+	body, err := c.body(req)
+	if err != nil {
+		return nil, err
 	}
 	return call{
 		hc:       c.hc,
 		url:      c.endpoint,
 		header:   c.headers(),
-		payload:  messagesBody(req),
+		payload:  body,
 		key:      req.IdempotencyKey,
 		classify: ClassifyAnthropic,
 		parse:    parseMessage,
 	}.do(ctx)
 }
 
+// body is the request to send, or the local refusal of one.
+func (c *Anthropic) body(req Request) (messagesRequest, error) {
+	if req.OutputLimit() <= 0 {
+		return messagesRequest{}, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
+	}
+	body, u := anthropicBody(req.Chat)
+	if u != nil {
+		return messagesRequest{}, rejectedLocally(u)
+	}
+	return body, nil
+}
+
+type anthropicUsage struct {
+	InputTokens              tokenCount `json:"input_tokens"`
+	OutputTokens             tokenCount `json:"output_tokens"`
+	CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
+}
+
+// usage is Anthropic's usage in OpenAI's terms: input_tokens counts only
+// the prompt tokens after the last cache breakpoint, so the prompt is the
+// sum of the three, of which cache reads are the cached input and cache
+// creation the cache writes. Anthropic reports no reasoning tokens apart:
+// thinking is inside output_tokens.
+func (u anthropicUsage) usage() *Usage {
+	return &Usage{
+		InputTokens:       addTokens(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens),
+		OutputTokens:      int64(u.OutputTokens),
+		CachedInputTokens: int64(u.CacheReadInputTokens),
+		CacheWriteTokens:  int64(u.CacheCreationInputTokens),
+	}
+}
+
 type anthropicMessage struct {
-	Type    string          `json:"type"`
-	Model   string          `json:"model"`
-	Content json.RawMessage `json:"content"`
-	// StopReason: end_turn, max_tokens, stop_sequence, tool_use,
-	// pause_turn, refusal. It is passed on as the FinishReason unchanged.
-	StopReason string `json:"stop_reason"`
-	Usage      *struct {
-		InputTokens              tokenCount `json:"input_tokens"`
-		OutputTokens             tokenCount `json:"output_tokens"`
-		CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	Type       string          `json:"type"`
+	Model      string          `json:"model"`
+	Content    json.RawMessage `json:"content"`
+	StopReason string          `json:"stop_reason"`
+	Usage      *anthropicUsage `json:"usage"`
+	Error      json.RawMessage `json:"error"`
+}
+
+// anthropicAnswerBlock is a content block of an answer.
+type anthropicAnswerBlock struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// anthropicFinish translates a stop_reason into OpenAI's finish_reason:
+// end_turn and stop_sequence are stop, max_tokens (and
+// model_context_window_exceeded, the same cut by the context window) is
+// length, tool_use is tool_calls, refusal (a safety classifier stopped the
+// answer) is content_filter. Any other reason (pause_turn follows only
+// server tools, which this adapter never sends) passes unchanged, so that
+// nothing is hidden.
+func anthropicFinish(stop string) string {
+	switch stop {
+	case "end_turn", "stop_sequence":
+		return "stop"
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return stop
 }
 
 // parseMessage turns a 2xx body into a Response, or into a *Error when it
-// holds no usable message.
+// holds no usable message. Text blocks make the content, tool_use blocks
+// the tool calls (arguments are the input object as compact JSON); thinking
+// blocks are the model's reasoning, not its answer, and are left out. An
+// answer with neither text nor tool calls is empty_output, or refusal when
+// Anthropic's classifiers stopped it; a refusal after some text is that
+// text with finish_reason content_filter, as OpenAI reports a filtered
+// answer.
 func parseMessage(status int, header http.Header, body []byte) (*Response, error) {
 	var m anthropicMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -93,41 +150,49 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 	if !hasJSON(m.Content) {
 		return nil, malformed(status, nil)
 	}
-	var blocks []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
+	var blocks []anthropicAnswerBlock
 	if err := json.Unmarshal(m.Content, &blocks); err != nil {
 		return nil, malformed(status, err)
 	}
-	u := m.Usage
-
-	var b strings.Builder
+	var text strings.Builder
+	var calls []ToolCall
 	for _, bl := range blocks {
-		if bl.Type == "text" {
-			b.WriteString(bl.Text)
+		switch bl.Type {
+		case "text":
+			text.WriteString(bl.Text)
+		case "tool_use":
+			args, ok := argumentsObject(string(bl.Input))
+			if !ok {
+				return nil, malformed(status, errors.New("tool_use input is not a JSON object"))
+			}
+			calls = append(calls, ToolCall{ID: bl.ID, Type: "function", Function: FunctionCall{Name: bl.Name, Arguments: string(args)}})
 		}
 	}
-	content := b.String()
-	if m.StopReason == "refusal" {
-		// The model stopped itself; a partial answer is not an answer.
-		return nil, &Error{Class: ClassRejected, Status: status, Code: CodeRefusal}
+	r, err := anthropicAnswer(status, text.String(), calls, m.StopReason)
+	if err != nil {
+		return nil, err
 	}
-	if strings.TrimSpace(content) == "" {
-		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
-	}
-
-	r := TextResponse(content, m.StopReason)
-	r.Model, r.Status = m.Model, status
-	if u != nil {
-		// Cached prompt tokens are reported apart from input_tokens; they
-		// are part of the prompt, as in OpenAI's prompt_tokens.
-		r.Usage = &Usage{
-			InputTokens:  addTokens(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens),
-			OutputTokens: int64(u.OutputTokens),
-		}
+	r.Model = m.Model
+	if m.Usage != nil {
+		r.Usage = m.Usage.usage()
 	}
 	return r, nil
+}
+
+// anthropicAnswer is the one choice of an answer, or the *Error for an
+// answer that holds nothing.
+func anthropicAnswer(status int, text string, calls []ToolCall, stop string) (*Response, error) {
+	if strings.TrimSpace(text) == "" && len(calls) == 0 {
+		if stop == "refusal" {
+			return nil, &Error{Class: ClassRejected, Status: status, Code: CodeRefusal}
+		}
+		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
+	}
+	msg := Message{Role: "assistant", ToolCalls: calls}
+	if text != "" {
+		msg.Content = Text(text)
+	}
+	return &Response{Choices: []Choice{{Message: msg, FinishReason: anthropicFinish(stop)}}, Status: status}, nil
 }
 
 // ClassifyAnthropic classifies a non-2xx response from the Anthropic Messages
@@ -152,22 +217,6 @@ func classifyAnthropic(status int, header http.Header, body []byte, now func() t
 // type it refines (a spend limit arrives as rate_limit_error).
 func anthropicCodes(f errorFields) (Class, string, bool) {
 	return preciseCode(f.detail)
-}
-
-// messagesBody is the Messages API request: system messages joined (blank
-// line between) into the top-level system field, the others in order.
-func messagesBody(req Request) messagesRequest {
-	body := messagesRequest{Model: req.Model, MaxTokens: req.OutputLimit(), Messages: []Message{}}
-	var system []string
-	for _, m := range req.Messages {
-		if m.Role == "system" {
-			system = append(system, m.Content.String())
-			continue
-		}
-		body.Messages = append(body.Messages, m)
-	}
-	body.System = strings.Join(system, "\n\n")
-	return body
 }
 
 func (c *Anthropic) headers() http.Header {

@@ -40,7 +40,7 @@ func TestAnthropicCompleteAgainstFake(t *testing.T) {
 			}
 			// The fake answers the same conversation alike on every
 			// endpoint: the system prompt went out as "system".
-			want := withMeta(provider.TextResponse(fakeContent(t, msgs), "end_turn"), "claude-test",
+			want := withMeta(provider.TextResponse(fakeContent(t, msgs), "stop"), "claude-test",
 				&provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut}, 200)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Complete mismatch (-want +got):\n%s", diff)
@@ -67,13 +67,56 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 		{
 			name:   "success without usage",
 			script: fake.Scripted{Body: body(`[{"type":"text","text":"hello"}]`, "end_turn", "")},
-			want:   withMeta(provider.TextResponse("hello", "end_turn"), "claude-real-2026", nil, 200),
+			want:   withMeta(provider.TextResponse("hello", "stop"), "claude-real-2026", nil, 200),
 		},
 		{
-			name: "text blocks joined, other blocks skipped, cached prompt tokens counted",
+			name: "text blocks joined, thinking skipped, tool use a call, cache classes counted",
 			script: fake.Scripted{Body: body(`[{"type":"thinking","thinking":"hmm","signature":"x"},{"type":"text","text":"hel"},{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"text","text":"lo"}]`,
 				"max_tokens", `,"usage":{"input_tokens":3,"cache_creation_input_tokens":10,"cache_read_input_tokens":100,"output_tokens":2}`)},
-			want: withMeta(provider.TextResponse("hello", "max_tokens"), "claude-real-2026", &provider.Usage{InputTokens: 113, OutputTokens: 2}, 200),
+			want: withMeta(&provider.Response{Choices: []provider.Choice{{
+				Message: provider.Message{Role: "assistant", Content: provider.Text("hello"),
+					ToolCalls: []provider.ToolCall{{ID: "t", Type: "function", Function: provider.FunctionCall{Name: "f", Arguments: "{}"}}}},
+				FinishReason: "length",
+			}}}, "claude-real-2026", &provider.Usage{InputTokens: 113, OutputTokens: 2, CachedInputTokens: 100, CacheWriteTokens: 10}, 200),
+		},
+		{
+			name: "one tool call after text",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"Let me check."},{"type":"tool_use","id":"toolu_01A09q90qw90lq917835lq9","name":"get_weather","input":{"city": "Paris", "unit": "celsius"}}]`,
+				"tool_use", `,"usage":{"input_tokens":384,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":62}`)},
+			want: withMeta(&provider.Response{Choices: []provider.Choice{{
+				Message: provider.Message{Role: "assistant", Content: provider.Text("Let me check."), ToolCalls: []provider.ToolCall{
+					{ID: "toolu_01A09q90qw90lq917835lq9", Type: "function", Function: provider.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris","unit":"celsius"}`}},
+				}},
+				FinishReason: "tool_calls",
+			}}}, "claude-real-2026", &provider.Usage{InputTokens: 384, OutputTokens: 62}, 200),
+		},
+		{
+			name: "parallel tool calls without text",
+			script: fake.Scripted{Body: body(`[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}},{"type":"tool_use","id":"toolu_2","name":"get_time","input":{}}]`,
+				"tool_use", usage)},
+			want: withMeta(&provider.Response{Choices: []provider.Choice{{
+				Message: provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{
+					{ID: "toolu_1", Type: "function", Function: provider.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}},
+					{ID: "toolu_2", Type: "function", Function: provider.FunctionCall{Name: "get_time", Arguments: `{}`}},
+				}},
+				FinishReason: "tool_calls",
+			}}}, "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+		},
+		{
+			name:   "refusal after partial text is a filtered answer",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"I will"}]`, "refusal", usage)},
+			want:   withMeta(provider.TextResponse("I will", "content_filter"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+		},
+		{
+			name:   "stop sequence is stop",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"one, two"}]`, "stop_sequence", usage)},
+			want:   withMeta(provider.TextResponse("one, two", "stop"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+		},
+		{
+			name:   "prompt cache read and written",
+			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":21,"cache_creation_input_tokens":188086,"cache_read_input_tokens":4000,"output_tokens":393}`)},
+			want: withMeta(provider.TextResponse("hi", "stop"), "claude-real-2026",
+				&provider.Usage{InputTokens: 192107, OutputTokens: 393, CachedInputTokens: 4000, CacheWriteTokens: 188086}, 200),
 		},
 		{
 			name:    "500 api_error",
@@ -148,25 +191,25 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "empty_output"},
 		},
 		{
-			name:    "200 tool use only",
-			script:  fake.Scripted{Body: body(`[{"type":"tool_use","id":"t","name":"f","input":{}}]`, "tool_use", usage)},
-			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "empty_output"},
+			name:    "200 refusal without text",
+			script:  fake.Scripted{Body: body(`[]`, "refusal", usage)},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "refusal"},
 		},
 		{
-			name:    "200 refusal, even with partial text",
-			script:  fake.Scripted{Body: body(`[{"type":"text","text":"I will"}]`, "refusal", usage)},
-			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "refusal"},
+			name:    "200 tool use whose input is not an object",
+			script:  fake.Scripted{Body: body(`[{"type":"tool_use","id":"t","name":"f","input":[1]}]`, "tool_use", usage)},
+			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "malformed_response"},
 		},
 		{
 			name:   "200 negative usage",
 			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":3,"output_tokens":-1}`)},
-			want:   withMeta(provider.TextResponse("hi", "end_turn"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: -1}, 200),
+			want:   withMeta(provider.TextResponse("hi", "stop"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: -1}, 200),
 		},
 		{
 			// The prompt's parts summed would wrap to a negative count.
 			name:   "200 cached tokens summing past an int64",
 			script: fake.Scripted{Body: body(`[{"type":"text","text":"hi"}]`, "end_turn", `,"usage":{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807,"output_tokens":1}`)},
-			want:   withMeta(provider.TextResponse("hi", "end_turn"), "claude-real-2026", &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: 1}, 200),
+			want:   withMeta(provider.TextResponse("hi", "stop"), "claude-real-2026", &provider.Usage{InputTokens: math.MaxInt64, OutputTokens: 1, CachedInputTokens: math.MaxInt64}, 200),
 		},
 		{
 			name:    "200 carrying an error body",
@@ -211,7 +254,7 @@ func TestAnthropicWireRequest(t *testing.T) {
 		{
 			name:     "system messages lifted out",
 			req:      provider.Request{Chat: provider.Chat{Model: "claude-x", Messages: conversation, MaxTokens: 7}, IdempotencyKey: "t:2"},
-			wantBody: `{"model":"claude-x","max_tokens":7,"system":"Be brief.\n\nBe kind.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}]}`,
+			wantBody: `{"model":"claude-x","max_tokens":7,"system":[{"type":"text","text":"Be brief."},{"type":"text","text":"Be kind."}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}]}`,
 			wantKey:  "t:2",
 		},
 		{

@@ -1,9 +1,7 @@
 package provider
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -13,14 +11,20 @@ import (
 )
 
 // Cloudflare is a Client for the Cloudflare Workers AI REST API. It is safe
-// for concurrent use.
+// for concurrent use. Workers AI's input is narrower than Chat: Check
+// names the first field it cannot carry, and Complete and Stream refuse
+// the same requests without sending them, translating the rest.
 type Cloudflare struct {
 	prefix   string // up to and including .../ai/run/
 	apiToken string
 	hc       *http.Client
 }
 
-var _ Client = (*Cloudflare)(nil)
+var (
+	_ Client   = (*Cloudflare)(nil)
+	_ Streamer = (*Cloudflare)(nil)
+	_ Checker  = (*Cloudflare)(nil)
+)
 
 // NewCloudflare returns a client that POSTs to
 // baseURL + "/client/v4/accounts/{accountID}/ai/run/{model}" with apiToken as
@@ -38,42 +42,41 @@ func NewCloudflare(baseURL, accountID, apiToken string, hc *http.Client) *Cloudf
 	}
 }
 
-type workersAIRequest struct {
-	Messages  []Message `json:"messages"`
-	MaxTokens int       `json:"max_tokens,omitempty"`
-	// ResponseFormat switches on JSON mode; the answer then nests as an
-	// object under result.response.
-	ResponseFormat *responseFormat `json:"response_format,omitempty"`
-}
-
-// Complete sends req once; the model is part of the URL, its slashes
-// ("@cf/meta/llama-3.1-8b-instruct") kept as path separators. On failure it
-// returns a *Error as OpenAI.Complete does, classified by ClassifyCloudflare;
-// and ClassRejected "invalid_request", without sending anything, for a model
-// name that is empty or holds an empty, "." or ".." segment, which would
-// address another path of the Cloudflare API with our token.
+// Complete sends req once, translated to Workers AI's input (see
+// Check); the model is part of the URL, its slashes
+// ("@cf/meta/llama-3.1-8b-instruct") kept as path separators. On failure
+// it returns a *Error as OpenAI.Complete does, classified by
+// ClassifyCloudflare; and ClassRejected "invalid_request", without
+// sending anything, for a request Check refuses (the *Unsupported is its
+// cause) or a model name that is empty or holds an empty, "." or ".."
+// segment, which would address another path of the Cloudflare API with
+// our token.
 func (c *Cloudflare) Complete(ctx context.Context, req Request) (*Response, error) {
 	path, err := modelPath(req.Model)
 	if err != nil {
 		return nil, rejectedLocally(err)
 	}
-	msgs := req.Messages
-	if msgs == nil {
-		msgs = []Message{}
-	}
-	h := http.Header{}
-	if c.apiToken != "" {
-		h.Set("Authorization", "Bearer "+c.apiToken)
+	body, err := workersAIBody(req.Chat)
+	if err != nil {
+		return nil, rejectedLocally(err)
 	}
 	return call{
 		hc:       c.hc,
 		url:      c.prefix + path,
-		header:   h,
-		payload:  workersAIRequest{Messages: msgs, MaxTokens: req.OutputLimit(), ResponseFormat: jsonMode(req.ResponseFormat)},
+		header:   c.headers(),
+		payload:  body,
 		key:      req.IdempotencyKey,
 		classify: ClassifyCloudflare,
 		parse:    parseWorkersAI,
 	}.do(ctx)
+}
+
+func (c *Cloudflare) headers() http.Header {
+	h := http.Header{}
+	if c.apiToken != "" {
+		h.Set("Authorization", "Bearer "+c.apiToken)
+	}
+	return h
 }
 
 // modelPath escapes each segment of a model name and keeps its slashes.
@@ -86,83 +89,6 @@ func modelPath(model string) (string, error) {
 		segs[i] = url.PathEscape(s)
 	}
 	return strings.Join(segs, "/"), nil
-}
-
-type workersAIResponse struct {
-	Result  json.RawMessage   `json:"result"`
-	Success *bool             `json:"success"`
-	Errors  []json.RawMessage `json:"errors"`
-}
-
-type workersAIResult struct {
-	// Response is a string, or a JSON object in JSON mode; null or absent
-	// when the model only called tools.
-	Response json.RawMessage `json:"response"`
-	Usage    *struct {
-		PromptTokens     tokenCount `json:"prompt_tokens"`
-		CompletionTokens tokenCount `json:"completion_tokens"`
-	} `json:"usage"`
-	// Choices: some newer models answer in the OpenAI shape inside result.
-	Choices json.RawMessage `json:"choices"`
-}
-
-// parseWorkersAI turns a 2xx envelope into a Response, or into a *Error when
-// it reports a failure or holds no usable output. Workers AI reports neither
-// the model nor a finish reason, so both stay empty.
-func parseWorkersAI(status int, header http.Header, body []byte) (*Response, error) {
-	var env workersAIResponse
-	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, malformed(status, err)
-	}
-	if (env.Success != nil && !*env.Success) || len(env.Errors) > 0 {
-		return nil, ClassifyCloudflare(status, header, body)
-	}
-	if !isJSONObject(env.Result) {
-		return nil, malformed(status, nil)
-	}
-	var res workersAIResult
-	if err := json.Unmarshal(env.Result, &res); err != nil {
-		return nil, malformed(status, err)
-	}
-	if !hasJSON(res.Response) && hasJSON(res.Choices) {
-		return parseCompletion(status, header, env.Result)
-	}
-	content, ok := workersAIText(res.Response)
-	if !ok {
-		return nil, malformed(status, nil)
-	}
-	if strings.TrimSpace(content) == "" {
-		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
-	}
-	r := TextResponse(content, "")
-	r.Status = status
-	if res.Usage != nil {
-		r.Usage = &Usage{InputTokens: int64(res.Usage.PromptTokens), OutputTokens: int64(res.Usage.CompletionTokens)}
-	}
-	return r, nil
-}
-
-// workersAIText reads result.response: a string as is, an object or array
-// (JSON mode) re-encoded as compact JSON text, null or absent as "". It
-// reports false for any other shape.
-func workersAIText(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	if !hasJSON(raw) {
-		return "", true
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err == nil
-	case '{', '[':
-		var b bytes.Buffer
-		if json.Compact(&b, raw) != nil {
-			return "", false
-		}
-		return b.String(), true
-	}
-	return "", false
 }
 
 // ClassifyCloudflare classifies a non-2xx response from the Workers AI REST

@@ -146,9 +146,10 @@ func TestCloudflareCompleteScripted(t *testing.T) {
 			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "empty_output"},
 		},
 		{
-			name:    "200 tool calls only",
-			script:  fake.Scripted{Body: ok(`{"response":null,"tool_calls":[{"name":"f","arguments":{}}]}`)},
-			wantErr: &provider.Error{Class: provider.ClassTransient, Status: 200, Code: "empty_output"},
+			name:   "200 tool calls only",
+			script: fake.Scripted{Body: ok(`{"response":null,"tool_calls":[{"name":"f","arguments":{}}]}`)},
+			want: &provider.Response{Status: 200, Choices: []provider.Choice{{FinishReason: "tool_calls", Message: provider.Message{Role: "assistant",
+				ToolCalls: []provider.ToolCall{{ID: "call_0", Type: "function", Function: provider.FunctionCall{Name: "f", Arguments: "{}"}}}}}}},
 		},
 		{
 			name:   "200 negative usage",

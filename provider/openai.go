@@ -5,19 +5,32 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 )
 
 // OpenAI is a Client for the OpenAI-compatible chat completions API. It is
 // safe for concurrent use.
+//
+// It sends a Chat as the client wrote it, since Chat is OpenAI's request
+// field for field, with Chat.Extra merged at the top level of the body.
+// Its Check refuses only a passthrough key that names a field Chat models
+// (or that the adapter sets itself, stream and stream_options): such a key
+// would override a field Tollgate validated, hashed and budgeted, so it
+// is never sent.
 type OpenAI struct {
 	endpoint string
 	apiKey   string
 	hc       *http.Client
 }
 
-var _ Client = (*OpenAI)(nil)
+var (
+	_ Client   = (*OpenAI)(nil)
+	_ Streamer = (*OpenAI)(nil)
+	_ Checker  = (*OpenAI)(nil)
+)
 
 // NewOpenAI returns a client that POSTs to baseURL + "/chat/completions"
 // (baseURL such as "https://api.openai.com/v1", /v1 included as in OpenAI's
@@ -33,23 +46,18 @@ func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 	}
 }
 
-type chatRequest struct {
-	Model          string          `json:"model"`
-	Messages       []Message       `json:"messages"`
-	MaxTokens      int             `json:"max_tokens,omitempty"`
-	ResponseFormat *responseFormat `json:"response_format,omitempty"`
-}
+// Check returns an *Unsupported for the first passthrough key, in sorted
+// order, that names a field of the request Tollgate models itself; nil
+// otherwise. Every other field is carried as is.
+func (c *OpenAI) Check(chat Chat) error { return checkPassthrough(chat.Extra) }
 
-// responseFormat is OpenAI's (and Workers AI's) JSON mode switch.
-type responseFormat struct {
-	Type string `json:"type"`
-}
-
-func jsonMode(f *ResponseFormat) *responseFormat {
-	if f == nil || f.Type != FormatJSONObject {
-		return nil
+func checkPassthrough(extra map[string]json.RawMessage) error {
+	for _, k := range sortedKeys(extra) {
+		if openAIKnownFields[k] {
+			return &Unsupported{Field: k, Reason: "a passthrough field must not override the request's own " + k}
+		}
 	}
-	return &responseFormat{Type: "json_object"}
+	return nil
 }
 
 // Complete sends req once. On failure it returns a *Error: the classified
@@ -58,25 +66,104 @@ func jsonMode(f *ResponseFormat) *responseFormat {
 // ClassAmbiguous "timeout", "canceled" or "connection_cut" when the request
 // was sent but no full answer came back; ClassTransient "malformed_response"
 // or "empty_output" for a 2xx that carries no usable completion;
-// ClassRejected "refusal" or "content_policy" when the model declined.
+// ClassRejected "content_policy" when the provider's filter withheld every
+// answer. A refusal is an answer: it comes back in its choice's
+// Message.Refusal. A request Check refuses is ClassRejected
+// "invalid_request", sent nowhere.
 func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
-	msgs := req.Messages
-	if msgs == nil {
-		msgs = []Message{}
-	}
-	h := http.Header{}
-	if c.apiKey != "" {
-		h.Set("Authorization", "Bearer "+c.apiKey)
+	body, err := openAIBody(req.Chat, false)
+	if err != nil {
+		return nil, err
 	}
 	return call{
 		hc:       c.hc,
 		url:      c.endpoint,
-		header:   h,
-		payload:  chatRequest{Model: req.Model, Messages: msgs, MaxTokens: req.OutputLimit(), ResponseFormat: jsonMode(req.ResponseFormat)},
+		header:   c.headers(),
+		payload:  body,
 		key:      req.IdempotencyKey,
 		classify: ClassifyOpenAI,
 		parse:    parseCompletion,
 	}.do(ctx)
+}
+
+func (c *OpenAI) headers() http.Header {
+	h := http.Header{}
+	if c.apiKey != "" {
+		h.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	return h
+}
+
+// openAIKnownFields are the body's names that Chat models, and those the
+// adapter sets for a stream: a passthrough key among them is never sent.
+var openAIKnownFields = func() map[string]bool {
+	known := map[string]bool{"stream": true, "stream_options": true}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != "" && name != "-" && name != "passthrough" {
+				known[name] = true
+			}
+		}
+	}
+	walk(reflect.TypeFor[Chat]())
+	return known
+}()
+
+// openAIBody is the chat completions body for chat: its fields under
+// OpenAI's names, then its passthrough fields at the top level, keys
+// sorted. A stream asks for usage in its last chunk. It fails, as
+// ClassRejected "invalid_request" with the *Unsupported as its cause, for
+// what Check refuses.
+func openAIBody(chat Chat, stream bool) (json.RawMessage, error) {
+	if err := checkPassthrough(chat.Extra); err != nil {
+		return nil, rejectedLocally(err)
+	}
+	extra := chat.Extra
+	chat.Extra = nil
+	if chat.Messages == nil {
+		chat.Messages = []Message{}
+	}
+	b, err := marshalNoEscape(chat)
+	if err != nil {
+		return nil, rejectedLocally(err)
+	}
+	var buf bytes.Buffer
+	buf.Write(b[:len(b)-1]) // all but the closing brace
+	if stream {
+		buf.WriteString(`,"stream":true,"stream_options":{"include_usage":true}`)
+	}
+	for _, k := range sortedKeys(extra) {
+		v := bytes.TrimSpace(extra[k])
+		if !json.Valid(v) {
+			return nil, rejectedLocally(&Unsupported{Field: k, Reason: "the passthrough value is not valid JSON"})
+		}
+		name, err := marshalNoEscape(k)
+		if err != nil {
+			return nil, rejectedLocally(err)
+		}
+		buf.WriteByte(',')
+		buf.Write(name)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // ClassifyOpenAI classifies a non-2xx response from an OpenAI-compatible
@@ -101,88 +188,3 @@ func classifyOpenAI(status int, header http.Header, body []byte, now func() time
 // openAICodes adds nothing to the shared codes: the OpenAI format is the
 // one the others are measured against.
 func openAICodes(errorFields) (Class, string, bool) { return "", "", false }
-
-type chatCompletion struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content json.RawMessage `json:"content"`
-			Refusal *string         `json:"refusal"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     tokenCount `json:"prompt_tokens"`
-		CompletionTokens tokenCount `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
-
-// parseCompletion turns a 2xx body into a Response, or into a *Error when it
-// holds no usable completion.
-func parseCompletion(status int, header http.Header, body []byte) (*Response, error) {
-	var cc chatCompletion
-	if err := json.Unmarshal(body, &cc); err != nil {
-		return nil, malformed(status, err)
-	}
-	if len(cc.Choices) == 0 {
-		if hasJSON(cc.Error) {
-			// Some compatible servers and proxies report failures as 200
-			// with an error body; it classifies like any other.
-			return nil, ClassifyOpenAI(status, header, body)
-		}
-		return nil, malformed(status, nil)
-	}
-
-	choice := cc.Choices[0]
-	content, ok := contentText(choice.Message.Content)
-	if !ok {
-		return nil, malformed(status, nil)
-	}
-	if strings.TrimSpace(content) == "" {
-		e := &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
-		switch {
-		case choice.Message.Refusal != nil && *choice.Message.Refusal != "":
-			e.Class, e.Code = ClassRejected, CodeRefusal
-			e.setRaw(clip(*choice.Message.Refusal))
-		case choice.FinishReason == "content_filter":
-			e.Class, e.Code = ClassRejected, CodeContentPolicy
-		}
-		return nil, e
-	}
-
-	r := TextResponse(content, choice.FinishReason)
-	r.Model, r.Status = cc.Model, status
-	if cc.Usage != nil {
-		r.Usage = &Usage{InputTokens: int64(cc.Usage.PromptTokens), OutputTokens: int64(cc.Usage.CompletionTokens)}
-	}
-	return r, nil
-}
-
-// contentText reads message.content, which is a string, null, or (on some
-// compatible servers) an array of {"type": "text", "text": ...} parts. It
-// reports false for any other shape.
-func contentText(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", true
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, true
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return "", false
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String(), true
-}

@@ -204,10 +204,10 @@ func TestOpenAICompleteScripted(t *testing.T) {
 			wantRaw: true,
 		},
 		{
-			name:    "200 refusal",
-			script:  fake.Scripted{Status: 200, Body: `{"model":"m","choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`},
-			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "refusal"},
-			wantRaw: true,
+			// A refusal is the model's answer, carried as OpenAI gives it.
+			name:   "200 refusal",
+			script: fake.Scripted{Status: 200, Body: `{"model":"m","choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`},
+			want:   &provider.Response{Model: "m", Status: 200, Choices: []provider.Choice{{Message: provider.Message{Role: "assistant", Refusal: "I can't help with that."}, FinishReason: "stop"}}},
 		},
 		{
 			name:    "200 content filtered",

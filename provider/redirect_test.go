@@ -15,7 +15,7 @@ import (
 )
 
 type streamer interface {
-	Stream(ctx context.Context, req provider.Request, onDelta func(string)) (*provider.Response, error)
+	Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (*provider.Response, error)
 }
 
 // TestCallsNeverFollowRedirects points every adapter at a server that
@@ -57,7 +57,7 @@ func TestCallsNeverFollowRedirects(t *testing.T) {
 						req := provider.Request{Chat: provider.Chat{Model: "gpt-4o-mini", MaxTokens: 16, Messages: []provider.Message{{Role: "user", Content: provider.Text("secret prompt")}}}}
 						var err error
 						if s, ok := c.(streamer); ok && stream {
-							_, err = s.Stream(t.Context(), req, func(string) {})
+							_, err = s.Stream(t.Context(), req, func(provider.Delta) {})
 						} else if stream {
 							t.Skip(kind + " has no Stream")
 						} else {

@@ -3,9 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"strings"
 )
 
 // CodeStreamCut: a streamed answer stopped before its end. What arrived is
@@ -15,60 +13,37 @@ const CodeStreamCut = "stream_cut"
 // Streamer is a Client that can also stream an answer as it is produced.
 type Streamer interface {
 	Client
-	// Stream sends req once and calls onDelta with each piece of content as
-	// it arrives. It returns the whole Response (usage included when the
-	// provider reports it) or a *Error. When a stream is cut after content
-	// arrived, it returns both the partial Response and a *Error of class
-	// ambiguous, code stream_cut: the call ran, and may be billed.
+	// Stream sends req once and calls onDelta with each piece of the
+	// answer as it arrives: content, refusal and tool-call fragments, each
+	// naming its choice. It returns the whole Response, assembled from
+	// the pieces (usage included when the provider reports it), or a
+	// *Error. When a stream is cut after content arrived, it returns both
+	// the partial Response and a *Error of class ambiguous, code
+	// stream_cut: the call ran, and may be billed.
 	Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error)
-}
-
-type streamRequest struct {
-	Model         string    `json:"model"`
-	Messages      []Message `json:"messages"`
-	MaxTokens     int       `json:"max_tokens,omitempty"`
-	Stream        bool      `json:"stream"`
-	StreamOptions struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-}
-
-type streamChunk struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Delta struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     tokenCount `json:"prompt_tokens"`
-		CompletionTokens tokenCount `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
 }
 
 // maxEventBytes bounds one Server-Sent Event line.
 const maxEventBytes = 1 << 20
 
 // Stream streams a chat completion in the OpenAI chunk format, always
-// asking for usage in the final chunk.
+// asking for usage in the final chunk. It relays every choice's content,
+// refusal and tool-call fragments as they come, and assembles them into
+// the Response: per choice the content, the refusal, the tool calls with
+// their argument fragments joined, the finish reason and the logprobs.
+// Its failures are those of Complete, and stream_cut as Streamer says.
 func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
-	msgs := req.Messages
-	if msgs == nil {
-		msgs = []Message{}
+	body, err := openAIBody(req.Chat, true)
+	if err != nil {
+		return nil, err
 	}
-	body := streamRequest{Model: req.Model, Messages: msgs, MaxTokens: req.OutputLimit(), Stream: true}
-	body.StreamOptions.IncludeUsage = true
-	h := http.Header{}
-	if c.apiKey != "" {
-		h.Set("Authorization", "Bearer "+c.apiKey)
+	if onDelta == nil {
+		onDelta = func(Delta) {}
 	}
+	asm := newStreamAssembly()
 	out := &Response{}
-	var text strings.Builder
-	var finish string
 	status, err := sseCall{
-		hc: c.hc, url: c.endpoint, header: h, payload: body, key: req.IdempotencyKey, classify: ClassifyOpenAI,
+		hc: c.hc, url: c.endpoint, header: c.headers(), payload: body, key: req.IdempotencyKey, classify: ClassifyOpenAI,
 		onData: func(data string) (bool, error) {
 			if data == "[DONE]" {
 				return true, nil
@@ -83,43 +58,38 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 			if ch.Model != "" {
 				out.Model = ch.Model
 			}
-			for _, choice := range ch.Choices {
-				if choice.Delta.Content != "" {
-					text.WriteString(choice.Delta.Content)
-					if onDelta != nil {
-						onDelta(Delta{Content: choice.Delta.Content})
-					}
-				}
-				if choice.FinishReason != nil {
-					finish = *choice.FinishReason
-				}
+			if ch.SystemFingerprint != "" {
+				out.SystemFingerprint = ch.SystemFingerprint
 			}
-			if ch.Usage != nil {
-				out.Usage = &Usage{InputTokens: int64(ch.Usage.PromptTokens), OutputTokens: int64(ch.Usage.CompletionTokens)}
+			if u := ch.Usage.usage(); u != nil {
+				out.Usage = u
 			}
-			return false, nil
+			return false, asm.add(ch.Choices, onDelta)
 		},
 		whole: func(status int, header http.Header, b []byte) error {
 			r, err := parseCompletion(status, header, b)
 			if err == nil {
 				*out = *r
-				text.WriteString(r.Text())
-				finish = r.FinishReason()
-				if onDelta != nil {
-					onDelta(Delta{Content: r.Text()})
-				}
+				relayWhole(r, onDelta)
 			}
 			return err
 		},
 	}.do(ctx)
-	out.Status = status
-	content := text.String()
-	out.Choices = TextResponse(content, finish).Choices
-	if err != nil {
-		return out, err
+	return asm.finish(out, status, err)
+}
+
+// relayWhole relays a whole answer, from a server that ignored "stream",
+// as the deltas a stream of it would have carried.
+func relayWhole(r *Response, onDelta func(Delta)) {
+	for _, ch := range r.Choices {
+		if s := ch.Message.Content.String(); s != "" {
+			onDelta(Delta{Choice: ch.Index, Content: s})
+		}
+		if ch.Message.Refusal != "" {
+			onDelta(Delta{Choice: ch.Index, Refusal: ch.Message.Refusal})
+		}
+		for i, tc := range ch.Message.ToolCalls {
+			onDelta(Delta{Choice: ch.Index, ToolCall: &ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
 	}
-	if content == "" {
-		return out, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput, cause: errors.New("empty stream")}
-	}
-	return out, nil
 }

@@ -64,3 +64,33 @@ func addTokens(xs ...tokenCount) int64 {
 	}
 	return s
 }
+
+// openAIUsage is OpenAI's usage object; Workers AI reports its first two
+// figures under the same names.
+type openAIUsage struct {
+	PromptTokens        tokenCount `json:"prompt_tokens"`
+	CompletionTokens    tokenCount `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens tokenCount `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens tokenCount `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// usage is u as a Usage, nil for nil. The totals stay totals: cached
+// tokens are part of prompt_tokens and reasoning tokens part of
+// completion_tokens, as Usage counts them.
+func (u *openAIUsage) usage() *Usage {
+	if u == nil {
+		return nil
+	}
+	r := &Usage{InputTokens: int64(u.PromptTokens), OutputTokens: int64(u.CompletionTokens)}
+	if d := u.PromptTokensDetails; d != nil {
+		r.CachedInputTokens = int64(d.CachedTokens)
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		r.ReasoningTokens = int64(d.ReasoningTokens)
+	}
+	return r
+}

@@ -315,7 +315,9 @@ func startFake(log *slog.Logger) (*fakeProc, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("fake provider: %w", err)
 	}
-	fp := fake.New()
+	// A long-lived fake keeps no request bodies: its call log would grow
+	// without bound.
+	fp := fake.New(fake.WithoutCallBodies())
 	srv := &http.Server{Handler: fp, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { _ = srv.Serve(ln) }()
 	return &fakeProc{fp: fp, srv: srv}, ln.Addr().String(), nil
@@ -330,7 +332,7 @@ func fakeProvider(ctx context.Context, getenv func(string) string, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("fake provider: listen on %s: %w", addr, err)
 	}
-	fp := fake.New()
+	fp := fake.New(fake.WithoutCallBodies())
 	srv := &http.Server{Handler: fp, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Warn("fake model provider listening: outputs are fake", slog.String("addr", ln.Addr().String()))

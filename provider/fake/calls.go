@@ -2,8 +2,6 @@ package fake
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,22 +11,14 @@ import (
 	"time"
 )
 
-// message is one chat message in the form every endpoint reduces to.
-type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+// readBody reads a model call's body; a read error leaves it partial, and
+// the decoding that follows fails.
+func readBody(w http.ResponseWriter, r *http.Request) []byte {
+	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	return body
 }
 
-// readRequest reads a model call's body into v, which must be a JSON object.
-// The error only decides the answer once the call is logged.
-func readRequest(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	if err != nil {
-		return err
-	}
-	return decodeObject(body, v)
-}
-
+// decodeObject decodes body, which must be a JSON object, into v.
 func decodeObject(body []byte, v any) error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
@@ -37,31 +27,28 @@ func decodeObject(body []byte, v any) error {
 	return json.Unmarshal(body, v)
 }
 
-// take logs a model call on any endpoint and, when a scripted response is
-// queued, serves it and reports true. Logging comes before choosing the
-// answer, so that tests see every call, including ones that fail.
-func (s *Server) take(w http.ResponseWriter, r *http.Request, model string) bool {
-	next, scripted := s.record(Call{
-		ReceivedAt:     s.now(),
-		Model:          model,
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-	})
-	if scripted {
-		s.serveScripted(w, r, next)
+// log records a model call on any endpoint and pops the next scripted
+// response. Logging comes before choosing the answer, so that tests see
+// every call, including ones that fail.
+func (s *Server) log(r *http.Request, model string, body []byte) (Scripted, bool) {
+	c := Call{ReceivedAt: s.now(), Model: model, IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	if !s.noBodies && json.Valid(body) {
+		c.Body = json.RawMessage(bytes.Clone(body))
 	}
-	return scripted
+	return s.record(c)
 }
 
-// serveScripted answers with sc. A handler released by Close cuts its
-// connection, as a provider that dies mid-call would.
-func (s *Server) serveScripted(w http.ResponseWriter, r *http.Request, sc Scripted) {
+// pause waits for sc's delay or hang. It reports false when the client left
+// first; a handler released by Close cuts its connection, as a provider that
+// dies mid-call would.
+func (s *Server) pause(r *http.Request, sc Scripted) bool {
 	if sc.DelayMS > 0 {
 		t := time.NewTimer(time.Duration(sc.DelayMS) * time.Millisecond)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
-			return
+			return false
 		case <-s.closed:
 			panic(http.ErrAbortHandler)
 		}
@@ -69,21 +56,35 @@ func (s *Server) serveScripted(w http.ResponseWriter, r *http.Request, sc Script
 	if sc.Hang {
 		select {
 		case <-r.Context().Done():
-			return
+			return false
 		case <-s.closed:
 			panic(http.ErrAbortHandler)
 		}
 	}
-	status := sc.Status
-	if status == 0 {
-		status = http.StatusOK
+	return true
+}
+
+// waitChunk waits ChunkDelayMS before a streamed chunk; false means the
+// client left.
+func (s *Server) waitChunk(r *http.Request, sc Scripted) bool {
+	if sc.ChunkDelayMS <= 0 {
+		return true
 	}
-	if status < 200 || status > 599 {
-		writeError(w, http.StatusInternalServerError, "fake: scripted status "+strconv.Itoa(sc.Status)+" is not 0 or 200-599")
-		return
+	t := time.NewTimer(time.Duration(sc.ChunkDelayMS) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.closed:
+		panic(http.ErrAbortHandler)
 	}
-	// Sorted, so that keys differing only in case resolve the same way
-	// every time.
+}
+
+// scriptedHeaders sets sc's headers, sorted, so that keys differing only in
+// case resolve the same way every time.
+func scriptedHeaders(w http.ResponseWriter, sc Scripted) {
 	keys := make([]string, 0, len(sc.Headers))
 	for k := range sc.Headers {
 		keys = append(keys, k)
@@ -92,6 +93,27 @@ func (s *Server) serveScripted(w http.ResponseWriter, r *http.Request, sc Script
 	for _, k := range keys {
 		w.Header().Set(k, sc.Headers[k])
 	}
+}
+
+// status is sc's status, 200 when unset.
+func (sc Scripted) status() int {
+	if sc.Status == 0 {
+		return http.StatusOK
+	}
+	return sc.Status
+}
+
+// serveScripted answers with sc's body as is.
+func (s *Server) serveScripted(w http.ResponseWriter, r *http.Request, sc Scripted) {
+	if !s.pause(r, sc) {
+		return
+	}
+	status := sc.status()
+	if status < 200 || status > 599 {
+		writeError(w, http.StatusInternalServerError, "fake: scripted status "+strconv.Itoa(sc.Status)+" is not 0 or 200-599")
+		return
+	}
+	scriptedHeaders(w, sc)
 	if sc.Body != "" && w.Header().Get("Content-Type") == "" {
 		w.Header().Set("Content-Type", "application/json")
 	}
@@ -99,29 +121,38 @@ func (s *Server) serveScripted(w http.ResponseWriter, r *http.Request, sc Script
 	_, _ = io.WriteString(w, sc.Body)
 }
 
-// answer is the deterministic completion described in the package
-// documentation, the same for the same conversation on every endpoint.
-type answer struct {
-	digest      string // hex SHA-256 of the messages as [{"role","content"}...]
-	text        string
-	prompt, out int
+// sse writes Server-Sent Events, flushing each.
+type sse struct {
+	w http.ResponseWriter
+	f http.Flusher
 }
 
-// answerFor answers msgs with at most limit tokens; limit <= 0 means 16.
-func answerFor(msgs []message, limit int) answer {
-	if msgs == nil {
-		msgs = []message{}
-	}
-	canonical, _ := json.Marshal(msgs) // cannot fail: strings only
-	sum := sha256.Sum256(canonical)
-	digest := hex.EncodeToString(sum[:])
+func startSSE(w http.ResponseWriter, sc Scripted) sse {
+	scriptedHeaders(w, sc)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(sc.status())
+	f, _ := w.(http.Flusher)
+	return sse{w, f}
+}
 
-	prompt := 0
-	for _, m := range msgs {
-		prompt += (len(m.Content)+3)/4 + 4
+// send writes one event; event "" writes a data line only.
+func (e sse) send(event string, v any) {
+	b, _ := json.Marshal(v) // cannot fail: maps, strings, numbers and raw JSON that was validated
+	if event != "" {
+		_, _ = io.WriteString(e.w, "event: "+event+"\n")
 	}
-	if limit <= 0 {
-		limit = 16
+	_, _ = io.WriteString(e.w, "data: "+string(b)+"\n\n")
+	e.flush()
+}
+
+func (e sse) done() {
+	_, _ = io.WriteString(e.w, "data: [DONE]\n\n")
+	e.flush()
+}
+
+func (e sse) flush() {
+	if e.f != nil {
+		e.f.Flush()
 	}
-	return answer{digest: digest, text: "fake completion " + digest[:12], prompt: prompt, out: min(limit, 16)}
 }

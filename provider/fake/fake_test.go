@@ -200,8 +200,8 @@ func TestControlEndpoints(t *testing.T) {
 
 	r := mustDo(t, ts, "GET", "/_fake/calls", "", "")
 	want := `{"count":2,"calls":[` +
-		`{"received_at":"2026-01-02T03:04:05Z","model":"m1","idempotency_key":"a:1"},` +
-		`{"received_at":"2026-01-02T03:04:05Z","model":"m2","idempotency_key":"a:2"}]}` + "\n"
+		`{"received_at":"2026-01-02T03:04:05Z","model":"m1","idempotency_key":"a:1","body":{"model":"m1"}},` +
+		`{"received_at":"2026-01-02T03:04:05Z","model":"m2","idempotency_key":"a:2","body":{"model":"m2"}}]}` + "\n"
 	if diff := cmp.Diff(want, r.body); diff != "" {
 		t.Errorf("calls mismatch (-want +got):\n%s", diff)
 	}

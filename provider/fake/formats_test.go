@@ -51,7 +51,7 @@ func TestDefaultWorkersAI(t *testing.T) {
 	if diff := cmp.Diff(want, r.body); diff != "" {
 		t.Errorf("envelope mismatch (-want +got):\n%s", diff)
 	}
-	want1 := fake.Call{ReceivedAt: epoch, Model: "@cf/meta/llama-3.1-8b-instruct", IdempotencyKey: "k:1"}
+	want1 := fake.Call{ReceivedAt: epoch, Model: "@cf/meta/llama-3.1-8b-instruct", IdempotencyKey: "k:1", Body: json.RawMessage(req)}
 	if diff := cmp.Diff([]fake.Call{want1}, f.Calls()); diff != "" {
 		t.Errorf("call log mismatch (-want +got):\n%s", diff)
 	}
@@ -131,10 +131,10 @@ func TestOneQueueOneLog(t *testing.T) {
 		}
 	}
 	want := `{"count":4,"calls":[` +
-		`{"received_at":"2026-01-02T03:04:05Z","model":"@cf/meta/llama-3.1-8b-instruct","idempotency_key":"a:1"},` +
-		`{"received_at":"2026-01-02T03:04:05Z","model":"gpt-x","idempotency_key":"a:2"},` +
-		`{"received_at":"2026-01-02T03:04:05Z","model":"claude-x","idempotency_key":"a:3"},` +
-		`{"received_at":"2026-01-02T03:04:05Z","model":"claude-x","idempotency_key":"a:4"}]}` + "\n"
+		`{"received_at":"2026-01-02T03:04:05Z","model":"@cf/meta/llama-3.1-8b-instruct","idempotency_key":"a:1","body":{"messages":[]}},` +
+		`{"received_at":"2026-01-02T03:04:05Z","model":"gpt-x","idempotency_key":"a:2","body":{"model":"gpt-x","messages":[]}},` +
+		`{"received_at":"2026-01-02T03:04:05Z","model":"claude-x","idempotency_key":"a:3","body":{"model":"claude-x","max_tokens":1,"messages":[]}},` +
+		`{"received_at":"2026-01-02T03:04:05Z","model":"claude-x","idempotency_key":"a:4","body":{"model":"claude-x","max_tokens":1,"messages":[]}}]}` + "\n"
 	if diff := cmp.Diff(want, mustDo(t, ts, "GET", "/_fake/calls", "", "").body); diff != "" {
 		t.Errorf("calls mismatch (-want +got):\n%s", diff)
 	}

@@ -10,8 +10,12 @@ import (
 // maxRequestBytes bounds what the fake reads from one request.
 const maxRequestBytes = 8 << 20
 
-// Scripted is one canned answer to a model call, served as is on whichever
-// endpoint takes it from the queue.
+// Scripted is one canned answer to a model call. With a Body, or with
+// none of the shaping fields below set, it is served as is on whichever
+// endpoint takes it from the queue. Without a Body, the shaping fields (and,
+// for a streaming call, StreamCutAfter and ChunkDelayMS) shape the
+// endpoint's own deterministic answer instead, in its own format; Status,
+// Headers, DelayMS and Hang still apply.
 type Scripted struct {
 	Status  int               `json:"status"` // 0 means 200
 	Headers map[string]string `json:"headers"`
@@ -21,13 +25,54 @@ type Scripted struct {
 	// goes away or Close is called (then the connection is cut without an
 	// answer): a call the provider received but never answered.
 	Hang bool `json:"hang"`
-	// StreamCutAfter, for a streaming chat completion, streams the default
-	// answer and cuts the connection after this many content chunks: an
-	// upstream stream that dies mid-way. Ignored for non-streaming calls.
+	// StreamCutAfter, for a streaming call, streams the answer and cuts
+	// the connection after this many content chunks (text, refusal or
+	// tool-argument fragments): an upstream stream that dies mid-way.
+	// Ignored for non-streaming calls.
 	StreamCutAfter int `json:"stream_cut_after,omitempty"`
-	// ChunkDelayMS, for a streaming chat completion, waits this long
-	// before each content chunk: a slow stream.
+	// ChunkDelayMS, for a streaming call, waits this long before each
+	// content chunk: a slow stream.
 	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
+
+	// Tool makes the answer a call of this tool, even after a tool result
+	// or when the request has no such tool (its arguments are then {}).
+	Tool string `json:"tool,omitempty"`
+	// ToolCalls makes the answer this many parallel tool calls: to Tool
+	// when set, else call i goes to the request's tool i modulo their
+	// number. A request that disables parallel tool calls gets one.
+	ToolCalls int `json:"tool_calls,omitempty"`
+	// Text makes the answer text even when the request has tools.
+	Text bool `json:"text,omitempty"`
+	// Content replaces the answer's text (or structured output).
+	Content string `json:"content,omitempty"`
+	// Refusal makes the answer a refusal with this text.
+	Refusal string `json:"refusal,omitempty"`
+	// FinishReason replaces the finish reason, in OpenAI's terms (stop,
+	// length, tool_calls, content_filter); Anthropic's stop_reason is
+	// translated from it.
+	FinishReason string `json:"finish_reason,omitempty"`
+	// CachedTokens, CacheWriteTokens and ReasoningTokens add usage of
+	// these classes on top of the computed counts, as the package
+	// documentation describes per format.
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
+	// Logprobs adds logprobs to every choice even when the request did
+	// not ask for them (OpenAI format only).
+	Logprobs bool `json:"logprobs,omitempty"`
+	// SystemFingerprint is reported as system_fingerprint (OpenAI format).
+	SystemFingerprint string `json:"system_fingerprint,omitempty"`
+}
+
+// shapes reports whether sc asks for a generated answer rather than its Body.
+func (sc Scripted) shapes(stream bool) bool {
+	if sc.Body != "" || sc.Status != 0 && (sc.Status < 200 || sc.Status > 599) {
+		return false // served as is, or refused with a 500 that says why
+	}
+	return sc.Tool != "" || sc.ToolCalls > 0 || sc.Text || sc.Content != "" || sc.Refusal != "" ||
+		sc.FinishReason != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
+		sc.Logprobs || sc.SystemFingerprint != "" ||
+		(stream && (sc.StreamCutAfter > 0 || sc.ChunkDelayMS > 0))
 }
 
 // Call is one model call the fake received, on any endpoint.
@@ -35,6 +80,10 @@ type Call struct {
 	ReceivedAt     time.Time `json:"received_at"`
 	Model          string    `json:"model"` // from the body, or the path for Workers AI; "" when the body did not parse
 	IdempotencyKey string    `json:"idempotency_key"`
+	// Body is the request body as received, so that tests can check what
+	// the provider was sent field by field; nil when it is not valid JSON
+	// or WithoutCallBodies is set.
+	Body json.RawMessage `json:"body"`
 }
 
 // Server is the fake provider, an http.Handler safe for concurrent use.
@@ -43,6 +92,9 @@ type Server struct {
 	mux       *http.ServeMux
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	reasoning map[string]bool // models that refuse max_tokens
+	noBodies  bool
 
 	mu    sync.Mutex
 	queue []Scripted
@@ -58,9 +110,26 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Server) { s.now = now }
 }
 
+// WithReasoningModels marks models as reasoning models: the OpenAI endpoint
+// refuses a request to one of them that carries max_tokens, with OpenAI's
+// own 400, and every endpoint reports reasoning tokens for them.
+func WithReasoningModels(names ...string) Option {
+	return func(s *Server) {
+		for _, n := range names {
+			s.reasoning[n] = true
+		}
+	}
+}
+
+// WithoutCallBodies keeps request bodies out of the call log, for long runs
+// (benchmarks) where holding every body would grow the fake without bound.
+func WithoutCallBodies() Option {
+	return func(s *Server) { s.noBodies = true }
+}
+
 // New returns a Server with an empty script and call log.
 func New(opts ...Option) *Server {
-	s := &Server{now: time.Now, closed: make(chan struct{})}
+	s := &Server{now: time.Now, closed: make(chan struct{}), reasoning: map[string]bool{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -152,8 +221,9 @@ func (s *Server) handleScript(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "fake: status must be 0 or 200-599")
 			return
 		}
-		if sc.DelayMS < 0 {
-			writeError(w, http.StatusBadRequest, "fake: delay_ms must not be negative")
+		if sc.DelayMS < 0 || sc.StreamCutAfter < 0 || sc.ChunkDelayMS < 0 || sc.ToolCalls < 0 ||
+			sc.CachedTokens < 0 || sc.CacheWriteTokens < 0 || sc.ReasoningTokens < 0 {
+			writeError(w, http.StatusBadRequest, "fake: counts and delays must not be negative")
 			return
 		}
 	}
@@ -182,13 +252,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError answers in the OpenAI error shape; the control API uses it too.
 func writeError(w http.ResponseWriter, status int, msg string) {
+	writeOpenAIError(w, status, requestError{msg: msg})
+}
+
+// requestError is a request the fake refuses, as OpenAI would: its
+// message, and the param and code when OpenAI gives them.
+type requestError struct {
+	msg, param, code string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func writeOpenAIError(w http.ResponseWriter, status int, e requestError) {
 	type detail struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
 		Param   *string `json:"param"`
 		Code    *string `json:"code"`
 	}
+	d := detail{Message: e.msg, Type: "invalid_request_error"}
+	if e.param != "" {
+		d.Param = &e.param
+	}
+	if e.code != "" {
+		d.Code = &e.code
+	}
 	writeJSON(w, status, struct {
 		Error detail `json:"error"`
-	}{detail{Message: msg, Type: "invalid_request_error"}})
+	}{d})
 }

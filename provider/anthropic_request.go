@@ -1,0 +1,501 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The Messages API request, and its translation from Chat. Every field of
+// Chat is carried, translated, or refused by name with an *Unsupported;
+// anthropicBody is the one place that decides, so Check and Complete cannot
+// disagree.
+
+type messagesRequest struct {
+	Model         string                 `json:"model"`
+	MaxTokens     int                    `json:"max_tokens"`
+	System        []anthropicBlock       `json:"system,omitempty"`
+	Messages      []anthropicTurn        `json:"messages"`
+	Tools         []anthropicTool        `json:"tools,omitempty"`
+	ToolChoice    *anthropicToolChoice   `json:"tool_choice,omitempty"`
+	StopSequences []string               `json:"stop_sequences,omitempty"`
+	Temperature   *float64               `json:"temperature,omitempty"`
+	TopP          *float64               `json:"top_p,omitempty"`
+	Thinking      *anthropicThinking     `json:"thinking,omitempty"`
+	OutputConfig  *anthropicOutputConfig `json:"output_config,omitempty"`
+	Metadata      *anthropicMetadata     `json:"metadata,omitempty"`
+}
+
+// anthropicTurn is one message. Content is a string for a message of one
+// text, as the client wrote it, and a list of blocks otherwise.
+type anthropicTurn struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+}
+
+// anthropicBlock is a content block of a request: text, image, tool_use or
+// tool_result.
+type anthropicBlock struct {
+	Type      string                `json:"type"`
+	Text      string                `json:"text,omitempty"`
+	Source    *anthropicImageSource `json:"source,omitempty"`
+	ID        string                `json:"id,omitempty"`
+	Name      string                `json:"name,omitempty"`
+	Input     json.RawMessage       `json:"input,omitempty"`
+	ToolUseID string                `json:"tool_use_id,omitempty"`
+	Content   any                   `json:"content,omitempty"` // tool_result: string or blocks
+}
+
+type anthropicImageSource struct {
+	Type      string `json:"type"` // base64 or url
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+type anthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+type anthropicToolChoice struct {
+	Type                   string `json:"type"` // auto, any, tool or none
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+}
+
+type anthropicThinking struct {
+	Type         string `json:"type"` // enabled
+	BudgetTokens int    `json:"budget_tokens"`
+}
+
+type anthropicOutputConfig struct {
+	Format *anthropicOutputFormat `json:"format,omitempty"`
+}
+
+type anthropicOutputFormat struct {
+	Type   string          `json:"type"` // json_schema
+	Schema json.RawMessage `json:"schema"`
+}
+
+type anthropicMetadata struct {
+	UserID string `json:"user_id"`
+}
+
+// Thinking budgets for reasoning_effort. Anthropic's extended thinking
+// takes a token budget, not a level; these figures follow its guidance
+// (1024 is the smallest budget it accepts, a few thousand suit ordinary
+// reasoning, tens of thousands the hardest problems). The budget is part
+// of max_tokens, which must exceed it.
+var anthropicThinkingBudgets = map[string]int{
+	"minimal": 1024,
+	"low":     2048,
+	"medium":  8192,
+	"high":    24576,
+}
+
+// anthropicImageTypes are the media types the Messages API accepts for a
+// base64 image.
+var anthropicImageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+func anthropicRefuses(field, reason string) *Unsupported {
+	return &Unsupported{Field: field, Reason: reason}
+}
+
+// Check returns an *Unsupported naming the first field of c that the
+// Messages API cannot carry, or nil; see anthropicBody for the order and
+// the translations. It makes no call.
+func (c *Anthropic) Check(chat Chat) error {
+	if _, u := anthropicBody(chat); u != nil {
+		return u
+	}
+	return nil
+}
+
+var _ Checker = (*Anthropic)(nil)
+
+// anthropicBody translates c into a Messages API request, or names the
+// first field it cannot carry. Fields are judged in this order:
+//
+//   - n above 1, logit_bias, logprobs (true), top_logprobs, seed,
+//     presence_penalty and frequency_penalty (non-zero), verbosity, and any
+//     passthrough field (by its key, in key order): the Messages API has no
+//     equivalent. A value that asks for nothing (n 1, logprobs false, a zero
+//     penalty) is what Anthropic does anyway, and is accepted.
+//   - user and safety_identifier become metadata.user_id, Anthropic's
+//     opaque end-user identifier; both set and different cannot be carried
+//     (safety_identifier is refused).
+//   - temperature is carried when it is within Anthropic's 0 to 1; top_p is
+//     carried; stop becomes stop_sequences.
+//   - reasoning_effort becomes extended thinking, {"type": "enabled",
+//     "budget_tokens": N} with N from anthropicThinkingBudgets ("none" is
+//     no thinking, as Anthropic's default). The output limit must exceed the
+//     budget (refused otherwise: raising the limit would spend budget
+//     nobody set, shrinking the budget would not be the effort asked).
+//     Thinking excludes a temperature other than 1, a top_p below 0.95 and
+//     a forced tool choice (Anthropic refuses them), and an open tool loop:
+//     Anthropic then wants the thinking blocks of the turn that called the
+//     tools, which OpenAI messages cannot hold.
+//   - response_format json_schema becomes output_config.format, Anthropic's
+//     structured output, which always constrains the output (strict or
+//     not); the schema's name is a label the output does not depend on and
+//     is not sent, a description is refused (Anthropic's format has none).
+//     json_object is refused: Anthropic has no JSON mode without a schema,
+//     and structured output will not take an open object schema. text is
+//     the default.
+//   - tools become Anthropic tools (input_schema, strict); a function
+//     without parameters takes an empty object schema. tool_choice none,
+//     auto, required and a named function become none, auto, any and tool;
+//     parallel_tool_calls false becomes disable_parallel_tool_use. Without
+//     tools, tool_choice none or auto and parallel_tool_calls ask nothing
+//     and are not sent; required or a named function are refused.
+//   - messages: system and developer messages become the system blocks, in
+//     order (Anthropic has one system prompt: a later one applies to the
+//     whole conversation); consecutive tool messages become one user
+//     message of tool_result blocks; an assistant's tool calls become
+//     tool_use blocks whose input is the arguments object, and its refusal a
+//     text block; image parts become image blocks, base64 from a data URL
+//     or by URL. A message name, a detail other than auto, an image outside
+//     a user or tool message are refused.
+func anthropicBody(c Chat) (messagesRequest, *Unsupported) {
+	body := messagesRequest{Model: c.Model, MaxTokens: c.OutputLimit(), Messages: []anthropicTurn{}}
+	if u := anthropicParams(c, &body); u != nil {
+		return body, u
+	}
+	if u := anthropicThinkingFor(c, &body); u != nil {
+		return body, u
+	}
+	if u := anthropicFormat(c, &body); u != nil {
+		return body, u
+	}
+	if u := anthropicTools(c, &body); u != nil {
+		return body, u
+	}
+	if u := anthropicMessages(c.Messages, &body); u != nil {
+		return body, u
+	}
+	return body, nil
+}
+
+func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
+	switch {
+	case c.N > 1:
+		return anthropicRefuses("n", "Anthropic's Messages API answers one choice per call")
+	case len(c.LogitBias) > 0:
+		return anthropicRefuses("logit_bias", "Anthropic's Messages API has no logit_bias")
+	case c.Logprobs != nil && *c.Logprobs:
+		return anthropicRefuses("logprobs", "Anthropic's Messages API has no logprobs")
+	case c.TopLogprobs != nil:
+		return anthropicRefuses("top_logprobs", "Anthropic's Messages API has no logprobs")
+	case c.Seed != nil:
+		return anthropicRefuses("seed", "Anthropic's Messages API has no seed")
+	case c.PresencePenalty != nil && *c.PresencePenalty != 0:
+		return anthropicRefuses("presence_penalty", "Anthropic's Messages API has no presence_penalty")
+	case c.FrequencyPenalty != nil && *c.FrequencyPenalty != 0:
+		return anthropicRefuses("frequency_penalty", "Anthropic's Messages API has no frequency_penalty")
+	case c.Verbosity != "":
+		return anthropicRefuses("verbosity", "Anthropic's Messages API has no verbosity")
+	}
+	if len(c.Extra) > 0 {
+		keys := make([]string, 0, len(c.Extra))
+		for k := range c.Extra {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		return anthropicRefuses(keys[0], "Anthropic's Messages API has no "+keys[0])
+	}
+	switch {
+	case c.User != "" && c.SafetyIdentifier != "" && c.User != c.SafetyIdentifier:
+		return anthropicRefuses("safety_identifier", "Anthropic's metadata.user_id holds one end-user identifier, and user already sets it")
+	case c.SafetyIdentifier != "":
+		body.Metadata = &anthropicMetadata{UserID: c.SafetyIdentifier}
+	case c.User != "":
+		body.Metadata = &anthropicMetadata{UserID: c.User}
+	}
+	if t := c.Temperature; t != nil && (*t < 0 || *t > 1) {
+		return anthropicRefuses("temperature", "Anthropic's temperature ranges from 0 to 1")
+	}
+	body.Temperature, body.TopP = c.Temperature, c.TopP
+	if len(c.Stop) > 0 {
+		body.StopSequences = c.Stop
+	}
+	return nil
+}
+
+func anthropicThinkingFor(c Chat, body *messagesRequest) *Unsupported {
+	if c.ReasoningEffort == "" || c.ReasoningEffort == "none" {
+		return nil
+	}
+	budget, ok := anthropicThinkingBudgets[c.ReasoningEffort]
+	if !ok {
+		return anthropicRefuses("reasoning_effort", "Anthropic's thinking takes minimal, low, medium or high")
+	}
+	if limit := c.OutputLimit(); limit > 0 && limit <= budget {
+		return anthropicRefuses("reasoning_effort", fmt.Sprintf(
+			"Anthropic's thinking for reasoning_effort %s takes a %d-token budget, and the output limit (%d) must exceed it",
+			c.ReasoningEffort, budget, limit))
+	}
+	switch {
+	case c.Temperature != nil && *c.Temperature != 1:
+		return anthropicRefuses("temperature", "Anthropic's thinking (reasoning_effort) allows no temperature other than 1")
+	case c.TopP != nil && *c.TopP < 0.95:
+		return anthropicRefuses("top_p", "Anthropic's thinking (reasoning_effort) allows no top_p below 0.95")
+	case c.ToolChoice != nil && (c.ToolChoice.Function != "" || c.ToolChoice.Mode == ToolChoiceRequired):
+		return anthropicRefuses("tool_choice", "Anthropic's thinking (reasoning_effort) cannot be combined with a forced tool choice")
+	case openToolLoop(c.Messages):
+		return anthropicRefuses("reasoning_effort", "Anthropic's thinking needs the thinking blocks of the turn that called the tools, which OpenAI messages cannot carry")
+	}
+	body.Thinking = &anthropicThinking{Type: "enabled", BudgetTokens: budget}
+	return nil
+}
+
+// openToolLoop reports whether the conversation ends in a tool loop: an
+// assistant turn with tool calls, followed only by tool results.
+func openToolLoop(msgs []Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].Role {
+		case "tool":
+			continue
+		case "assistant":
+			return len(msgs[i].ToolCalls) > 0
+		}
+		return false
+	}
+	return false
+}
+
+func anthropicFormat(c Chat, body *messagesRequest) *Unsupported {
+	f := c.ResponseFormat
+	if f == nil {
+		return nil
+	}
+	switch f.Type {
+	case "", FormatText:
+		return nil
+	case FormatJSONObject:
+		return anthropicRefuses("response_format", "Anthropic's Messages API has no JSON mode without a schema; use json_schema")
+	case FormatJSONSchema:
+		if f.JSONSchema == nil || !hasJSON(f.JSONSchema.Schema) {
+			return anthropicRefuses("response_format.json_schema.schema", "Anthropic's structured output needs a schema")
+		}
+		if f.JSONSchema.Description != "" {
+			return anthropicRefuses("response_format.json_schema.description", "Anthropic's structured output has no description")
+		}
+		body.OutputConfig = &anthropicOutputConfig{Format: &anthropicOutputFormat{Type: "json_schema", Schema: f.JSONSchema.Schema}}
+		return nil
+	}
+	return anthropicRefuses("response_format.type", "Anthropic's Messages API has no response format "+strconv.Quote(f.Type))
+}
+
+func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
+	for i, t := range c.Tools {
+		if t.Type != "function" {
+			return anthropicRefuses(fmt.Sprintf("tools[%d].type", i), "Anthropic's Messages API takes function tools only")
+		}
+		schema := t.Function.Parameters
+		if !hasJSON(schema) {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		body.Tools = append(body.Tools, anthropicTool{
+			Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, Strict: t.Function.Strict,
+		})
+	}
+	noParallel := c.ParallelToolCalls != nil && !*c.ParallelToolCalls
+	tc := c.ToolChoice
+	if len(c.Tools) == 0 {
+		if tc != nil && (tc.Function != "" || tc.Mode == ToolChoiceRequired) {
+			return anthropicRefuses("tool_choice", "Anthropic's Messages API cannot force a tool call without tools")
+		}
+		return nil
+	}
+	var choice anthropicToolChoice
+	switch {
+	case tc == nil || (tc.Mode == ToolChoiceAuto && tc.Function == ""):
+		choice.Type = "auto"
+	case tc.Function != "":
+		choice.Type, choice.Name = "tool", tc.Function
+	case tc.Mode == ToolChoiceRequired:
+		choice.Type = "any"
+	case tc.Mode == ToolChoiceNone:
+		// No tool will be called: there is nothing to run in parallel.
+		body.ToolChoice = &anthropicToolChoice{Type: "none"}
+		return nil
+	default:
+		return anthropicRefuses("tool_choice", "Anthropic's tool_choice has no mode "+strconv.Quote(tc.Mode))
+	}
+	if tc == nil && !noParallel {
+		return nil // auto is Anthropic's default
+	}
+	choice.DisableParallelToolUse = noParallel
+	body.ToolChoice = &choice
+	return nil
+}
+
+func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
+	for i, m := range msgs {
+		at := fmt.Sprintf("messages[%d]", i)
+		if m.Name != "" {
+			return anthropicRefuses(at+".name", "Anthropic's messages have no name")
+		}
+		switch m.Role {
+		case "system", "developer":
+			blocks, u := anthropicBlocks(at, m.Content, false)
+			if u != nil {
+				return u
+			}
+			if m.Content.Parts == nil && m.Content.Text != "" {
+				blocks = []anthropicBlock{{Type: "text", Text: m.Content.Text}}
+			}
+			body.System = append(body.System, blocks...)
+		case "user":
+			content, u := anthropicContent(at, m.Content, true)
+			if u != nil {
+				return u
+			}
+			body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: content})
+		case "assistant":
+			turn, u := anthropicAssistant(at, m)
+			if u != nil {
+				return u
+			}
+			body.Messages = append(body.Messages, turn)
+		case "tool":
+			if m.ToolCallID == "" {
+				return anthropicRefuses(at+".tool_call_id", "Anthropic's tool_result needs the id of the call it answers")
+			}
+			result, u := anthropicContent(at, m.Content, true)
+			if u != nil {
+				return u
+			}
+			block := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: result}
+			if s, ok := result.(string); ok && s == "" {
+				block.Content = nil
+			}
+			// Consecutive tool messages answer one assistant turn: their
+			// results travel together in one user message.
+			if i > 0 && msgs[i-1].Role == "tool" {
+				last := &body.Messages[len(body.Messages)-1]
+				last.Content = append(last.Content.([]anthropicBlock), block)
+				continue
+			}
+			body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: []anthropicBlock{block}})
+		default:
+			return anthropicRefuses(at+".role", "Anthropic's Messages API has no role "+strconv.Quote(m.Role))
+		}
+	}
+	return nil
+}
+
+// anthropicAssistant is an assistant turn: its text, its refusal as text,
+// then its tool calls as tool_use blocks. A turn of one text stays a
+// string.
+func anthropicAssistant(at string, m Message) (anthropicTurn, *Unsupported) {
+	if len(m.ToolCalls) == 0 && m.Refusal == "" && m.Content.Parts == nil {
+		return anthropicTurn{Role: "assistant", Content: m.Content.Text}, nil
+	}
+	blocks, u := anthropicBlocks(at, m.Content, false)
+	if u != nil {
+		return anthropicTurn{}, u
+	}
+	if m.Content.Parts == nil && m.Content.Text != "" {
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content.Text})
+	}
+	if m.Refusal != "" {
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Refusal})
+	}
+	for j, tc := range m.ToolCalls {
+		input, ok := argumentsObject(tc.Function.Arguments)
+		if !ok {
+			return anthropicTurn{}, anthropicRefuses(fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j),
+				"Anthropic's tool_use input must be a JSON object")
+		}
+		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+	}
+	return anthropicTurn{Role: "assistant", Content: blocks}, nil
+}
+
+// argumentsObject reads a tool call's arguments as the JSON object
+// Anthropic's input is, compacted; empty arguments are an empty object.
+func argumentsObject(args string) (json.RawMessage, bool) {
+	if strings.TrimSpace(args) == "" {
+		return json.RawMessage(`{}`), true
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(args)); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
+// anthropicContent is a message's content: its text as a string, or its
+// parts as blocks.
+func anthropicContent(at string, c Content, images bool) (any, *Unsupported) {
+	if c.Parts == nil {
+		return c.Text, nil
+	}
+	blocks, u := anthropicBlocks(at, c, images)
+	if u != nil {
+		return nil, u
+	}
+	return blocks, nil
+}
+
+// anthropicBlocks turns content parts into blocks; images only where
+// images is set. It returns no blocks for a content of one text.
+func anthropicBlocks(at string, c Content, images bool) ([]anthropicBlock, *Unsupported) {
+	blocks := []anthropicBlock{}
+	for j, p := range c.Parts {
+		pat := fmt.Sprintf("%s.content[%d]", at, j)
+		switch p.Type {
+		case PartText:
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text})
+		case PartImage:
+			if !images {
+				return nil, anthropicRefuses(pat, "Anthropic takes images in user and tool messages only")
+			}
+			src, u := anthropicImage(pat, p.ImageURL)
+			if u != nil {
+				return nil, u
+			}
+			blocks = append(blocks, anthropicBlock{Type: "image", Source: src})
+		default:
+			return nil, anthropicRefuses(pat+".type", "Anthropic's Messages API has no content part "+strconv.Quote(p.Type))
+		}
+	}
+	return blocks, nil
+}
+
+// anthropicImage is the source of an image part: a base64 data URL becomes
+// a base64 source with its media type, an http(s) URL a url source.
+// OpenAI's detail has no Anthropic equivalent; auto, its default, asks
+// nothing.
+func anthropicImage(at string, img *ImageURL) (*anthropicImageSource, *Unsupported) {
+	if img == nil {
+		return nil, anthropicRefuses(at+".image_url", "an image part needs an image_url")
+	}
+	if img.Detail != "" && img.Detail != "auto" {
+		return nil, anthropicRefuses(at+".image_url.detail", "Anthropic's Messages API has no image detail")
+	}
+	u := img.URL
+	lower := strings.ToLower(u)
+	switch {
+	case strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "http://"):
+		return &anthropicImageSource{Type: "url", URL: u}, nil
+	case strings.HasPrefix(lower, "data:"):
+		meta, data, ok := strings.Cut(u[len("data:"):], ",")
+		mediaType, isBase64 := strings.CutSuffix(strings.ToLower(meta), ";base64")
+		if !ok || !isBase64 {
+			return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes data URLs in base64 only")
+		}
+		if !slices.Contains(anthropicImageTypes, mediaType) {
+			return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes base64 images of type "+strings.Join(anthropicImageTypes, ", "))
+		}
+		return &anthropicImageSource{Type: "base64", MediaType: mediaType, Data: data}, nil
+	}
+	return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes images by http(s) URL or base64 data URL")
+}
