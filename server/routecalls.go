@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -70,6 +73,39 @@ func callRoute(d *Deps) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, out)
 	}
+}
+
+// routeTask is the submission of POST /v1/tasks {"route", "input", ...}:
+// messages continue the route's prompt as in a route call, metadata and
+// deadline_s are the task's own; every other field is the route's to fix,
+// and is refused by name rather than ignored.
+func routeTask(d *Deps, req tasks.Request, call routes.Call) (tasks.Submission, error) {
+	if d.Routes == nil {
+		return tasks.Submission{}, routes.ErrNotFound
+	}
+	call.Messages = req.Messages
+	rest := req
+	rest.Messages, rest.Metadata, rest.DeadlineS = nil, nil, 0
+	raw, err := json.Marshal(rest)
+	if err != nil {
+		return tasks.Submission{}, err
+	}
+	var set map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return tasks.Submission{}, err
+	}
+	delete(set, "messages") // encoded as null
+	if len(set) > 0 {
+		name := slices.Sorted(maps.Keys(set))[0]
+		return tasks.Submission{}, badRequest("A route fixes its model and parameters: with route, send only input, messages, metadata and deadline_s.",
+			tasks.FieldError{Field: name, Message: "not allowed with route"})
+	}
+	sub, err := d.Routes.Submission(call)
+	if err != nil {
+		return tasks.Submission{}, err
+	}
+	sub.Request.Metadata, sub.Request.DeadlineS = req.Metadata, req.DeadlineS
+	return sub, nil
 }
 
 // routeStatus is how a failed route call is answered (on_failure: error).

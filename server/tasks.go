@@ -46,12 +46,8 @@ func createTask(d *Deps) echo.HandlerFunc {
 		ctx := c.Request().Context()
 		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request}
 		if body.Route != "" || body.Input != nil {
-			if len(body.Messages) > 0 || body.Model != "" || d.Routes == nil {
-				return badRequest("Send either a route with its input, or model and messages, not both.",
-					tasks.FieldError{Field: "route", Message: "exclusive with model and messages"})
-			}
 			var err error
-			if sub, err = d.Routes.Submission(routes.Call{Route: body.Route, Input: body.Input, OwnerID: p.OwnerID,
+			if sub, err = routeTask(d, body.Request, routes.Call{Route: body.Route, Input: body.Input, OwnerID: p.OwnerID,
 				Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)}); err != nil {
 				return err
 			}
