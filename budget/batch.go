@@ -163,15 +163,19 @@ func (ss *Settlements) queueBatch(b *pgx.Batch, thresholds []int) {
 	n := len(ss.list)
 	ids, workloads, models, sources := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	input, output, costs := make([]int64, n), make([]int64, n), make([]int64, n)
+	cached, written, reasoning := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, s := range ss.list {
 		ids[i], workloads[i], models[i], sources[i] = s.TaskID, s.Workload, s.Model, string(s.Source)
 		input[i], output[i], costs[i] = s.InputTokens, s.OutputTokens, s.CostMicros
+		cached[i], written[i], reasoning[i] = s.CachedInputTokens, s.CacheWriteTokens, s.ReasoningTokens
 	}
 	ss.outs[0].Alerts = nil
 	b.Queue(`
 		WITH s AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[])
-			       WITH ORDINALITY AS s (task_id, workload, model, input_tokens, output_tokens, source, cost, ord)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[],
+			                     $10::bigint[], $11::bigint[], $12::bigint[])
+			       WITH ORDINALITY AS s (task_id, workload, model, input_tokens, output_tokens, source, cost,
+			                             cached_input_tokens, cache_write_tokens, reasoning_tokens, ord)
 		), r AS (
 			UPDATE budget_reservations res SET state = 'settled', closed_at = now()
 			FROM s WHERE res.task_id = s.task_id AND res.`+stillHeld+`
@@ -197,8 +201,10 @@ func (ss *Settlements) queueBatch(b *pgx.Batch, thresholds []int) {
 			     LATERAL (VALUES ('release', rr.amount), ('settle', rr.cost)) AS k (kind, amount)
 		), u AS (
 			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
-			                           cost_micros, charged_micros, shortfall_micros)
-			SELECT s.task_id, r.owner_id, s.workload, s.model, s.input_tokens, s.output_tokens, s.source, s.cost, s.cost, 0
+			                           cost_micros, charged_micros, shortfall_micros,
+			                           cached_input_tokens, cache_write_tokens, reasoning_tokens)
+			SELECT s.task_id, r.owner_id, s.workload, s.model, s.input_tokens, s.output_tokens, s.source, s.cost, s.cost, 0,
+			       s.cached_input_tokens, s.cache_write_tokens, s.reasoning_tokens
 			FROM s JOIN r ON r.ord = s.ord
 		), `+firedCTE+`
 		SELECT CASE WHEN (SELECT count(*) FROM r) < $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: a member of the batch holds no reservation')
@@ -209,7 +215,7 @@ func (ss *Settlements) queueBatch(b *pgx.Batch, thresholds []int) {
 		LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
 		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
 		ORDER BY a.id, a.threshold_pct`,
-		ids, workloads, models, input, output, sources, costs, thresholds, n,
+		ids, workloads, models, input, output, sources, costs, thresholds, n, cached, written, reasoning,
 	).Query(func(rows pgx.Rows) error {
 		var first Settled
 		err := scanSettled(rows, 0, &first)

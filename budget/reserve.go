@@ -285,8 +285,13 @@ type Settlement struct {
 	Model        string
 	InputTokens  int64
 	OutputTokens int64
-	Source       Source
-	CostMicros   int64
+	// The classes, parts of the totals as in Tokens: cached and
+	// cache-written input, reasoning output.
+	CachedInputTokens int64
+	CacheWriteTokens  int64
+	ReasoningTokens   int64
+	Source            Source
+	CostMicros        int64
 	// ChargeCapMicros, when not nil, is the most the settlement charges,
 	// whatever the headroom; the rest of the cost is recorded as
 	// shortfall. A cost resting on a usage report beyond any sane bound
@@ -295,10 +300,19 @@ type Settlement struct {
 	ChargeCapMicros *int64
 }
 
-// valid returns ErrInvalid for a negative cost, token count or cap.
+// Tokens returns the settlement's token counts by class.
+func (s Settlement) Tokens() Tokens {
+	return Tokens{Input: s.InputTokens, Output: s.OutputTokens, CachedInput: s.CachedInputTokens, CacheWrite: s.CacheWriteTokens, Reasoning: s.ReasoningTokens}
+}
+
+// valid returns ErrInvalid for a negative cost, token count or cap, and
+// for classes beyond their totals (Tokens.Normalized makes them fit).
 func (s Settlement) valid() error {
 	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 || (s.ChargeCapMicros != nil && *s.ChargeCapMicros < 0) {
 		return fmt.Errorf("%w: negative settlement", ErrInvalid)
+	}
+	if s.Tokens().Normalized() != s.Tokens() {
+		return fmt.Errorf("%w: settlement token classes beyond their totals", ErrInvalid)
 	}
 	return nil
 }
@@ -379,8 +393,9 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 			FROM p, m, LATERAL (VALUES ('release', m.amount), ('settle', m.charged)) AS k (kind, amount)
 		), u AS (
 			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
-			                           cost_micros, charged_micros, shortfall_micros)
-			SELECT $1, m.owner_id, $2, $3, $4, $5, $6, $7, m.charged, $7 - m.charged FROM m
+			                           cost_micros, charged_micros, shortfall_micros,
+			                           cached_input_tokens, cache_write_tokens, reasoning_tokens)
+			SELECT $1, m.owner_id, $2, $3, $4, $5, $6, $7, m.charged, $7 - m.charged, $11, $12, $13 FROM m
 		), `+firedCTE+`
 		SELECT CASE WHEN m.charged IS NULL AND $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: no held reservation')
 		            ELSE m.charged END,
@@ -391,6 +406,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
 		ORDER BY a.id, a.threshold_pct`,
 		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort, s.ChargeCapMicros,
+		s.CachedInputTokens, s.CacheWriteTokens, s.ReasoningTokens,
 	).Query(func(rows pgx.Rows) error {
 		err := scanSettled(rows, s.CostMicros, out)
 		if isCode(err, codeNoReservation) || errors.Is(err, ErrNotFound) {

@@ -22,6 +22,10 @@ type UsageRow struct {
 	ChargedMicros   int64     `db:"charged_micros"`
 	ShortfallMicros int64     `db:"shortfall_micros"`
 	SettledAt       time.Time `db:"settled_at"`
+	// The classes, parts of the totals (see Tokens).
+	CachedInputTokens int64 `db:"cached_input_tokens"`
+	CacheWriteTokens  int64 `db:"cache_write_tokens"`
+	ReasoningTokens   int64 `db:"reasoning_tokens"`
 }
 
 // UsageTotals sums settled usage. Cost is split by source so finance sees
@@ -36,6 +40,9 @@ type UsageTotals struct {
 	ReportedMicros        int64 `db:"reported_micros"`
 	EstimatedMicros       int64 `db:"estimated_micros"`
 	PossiblyChargedMicros int64 `db:"possibly_charged_micros"`
+	CachedInputTokens     int64 `db:"cached_input_tokens"`
+	CacheWriteTokens      int64 `db:"cache_write_tokens"`
+	ReasoningTokens       int64 `db:"reasoning_tokens"`
 }
 
 // UsageGroup is the totals of one group of a grouped report. Only the
@@ -91,6 +98,9 @@ var totalsSQL = `count(*) AS tasks, ` + strings.Join([]string{
 	sumAs("sum(cost_micros) FILTER (WHERE source = 'reported')", "reported_micros"),
 	sumAs("sum(cost_micros) FILTER (WHERE source = 'estimated')", "estimated_micros"),
 	sumAs("sum(cost_micros) FILTER (WHERE source = 'possibly_charged')", "possibly_charged_micros"),
+	sumAs("sum(cached_input_tokens)", "cached_input_tokens"),
+	sumAs("sum(cache_write_tokens)", "cache_write_tokens"),
+	sumAs("sum(reasoning_tokens)", "reasoning_tokens"),
 }, ", ")
 
 func sumAs(sum, name string) string { return clampBigint("COALESCE("+sum+", 0)") + " AS " + name }
@@ -98,7 +108,7 @@ func sumAs(sum, name string) string { return clampBigint("COALESCE("+sum+", 0)")
 const usageWhere = `settled_at >= $1 AND settled_at < $2 AND ($3 = '' OR owner_id = $3)`
 
 const rowColumns = `task_id::text AS task_id, owner_id, workload, model, input_tokens, output_tokens, source,
-	cost_micros, charged_micros, shortfall_micros, settled_at`
+	cost_micros, charged_micros, shortfall_micros, settled_at, cached_input_tokens, cache_write_tokens, reasoning_tokens`
 
 func (f UsageFilter) validate() error {
 	if !f.From.Before(f.To) {
@@ -200,6 +210,9 @@ func (t *UsageTotals) add(o UsageTotals) {
 	t.ReportedMicros = SaturatingAdd(t.ReportedMicros, o.ReportedMicros)
 	t.EstimatedMicros = SaturatingAdd(t.EstimatedMicros, o.EstimatedMicros)
 	t.PossiblyChargedMicros = SaturatingAdd(t.PossiblyChargedMicros, o.PossiblyChargedMicros)
+	t.CachedInputTokens = SaturatingAdd(t.CachedInputTokens, o.CachedInputTokens)
+	t.CacheWriteTokens = SaturatingAdd(t.CacheWriteTokens, o.CacheWriteTokens)
+	t.ReasoningTokens = SaturatingAdd(t.ReasoningTokens, o.ReasoningTokens)
 }
 
 // groupColumns selects the grouped dimensions and NULL for the others, so

@@ -32,6 +32,12 @@ type Provider struct {
 	BaseURL   string `yaml:"base_url"`    // "" for the provider's public endpoint
 	APIKeyEnv string `yaml:"api_key_env"` // environment variable holding the credential
 	AccountID string `yaml:"account_id"`  // cloudflare only
+	// MaxTokensParam is the name under which this provider expects
+	// Tollgate's default output limit: max_tokens (the default) or
+	// max_completion_tokens, for OpenAI-compatible providers that refuse
+	// max_tokens. A reasoning model is always sent max_completion_tokens,
+	// and a client's own limit always goes under the name the client used.
+	MaxTokensParam string `yaml:"max_tokens_param"` // openai only
 	// APIKey is resolved from APIKeyEnv at load; never logged.
 	APIKey string `yaml:"-"`
 }
@@ -44,6 +50,12 @@ type Model struct {
 	// Prices in integer micro-units per million tokens.
 	InputMicrosPerMTok  int64 `yaml:"input_micros_per_mtok"`
 	OutputMicrosPerMTok int64 `yaml:"output_micros_per_mtok"`
+	// Prices of the usage classes; absent, a class costs what its total
+	// costs: cached input and cache writes the input price, reasoning the
+	// output price (see budget.Price).
+	CachedInputMicrosPerMTok *int64 `yaml:"cached_input_micros_per_mtok"`
+	CacheWriteMicrosPerMTok  *int64 `yaml:"cache_write_micros_per_mtok"`
+	ReasoningMicrosPerMTok   *int64 `yaml:"reasoning_micros_per_mtok"`
 	// Capabilities. A request that needs one its model lacks is refused
 	// at admission, unless a model of its fallback chain has it; chains
 	// skip models that lack one. A pass-through model is assumed to have
@@ -64,8 +76,14 @@ type Model struct {
 
 // Price is the model's price.
 func (m Model) Price() budget.Price {
-	return budget.Price{InputPerMTok: m.InputMicrosPerMTok, OutputPerMTok: m.OutputMicrosPerMTok}
+	return budget.Price{InputPerMTok: m.InputMicrosPerMTok, OutputPerMTok: m.OutputMicrosPerMTok,
+		CachedInputPerMTok: m.CachedInputMicrosPerMTok, CacheWritePerMTok: m.CacheWriteMicrosPerMTok, ReasoningPerMTok: m.ReasoningMicrosPerMTok}
 }
+
+// PassThrough reports whether the model is not described by the catalog
+// (an unlisted name, or a zero-config model): its provider decides what
+// it can do.
+func (m Model) PassThrough() bool { return m.passThrough }
 
 // Fits reports whether a request of the given size fits the model's context
 // window.
@@ -243,6 +261,10 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 			return fmt.Errorf("%s: kind must be openai, anthropic or cloudflare, not %q", where, p.Kind)
 		case p.Kind == "cloudflare" && p.AccountID == "":
 			return fmt.Errorf("%s: cloudflare needs account_id (CLOUDFLARE_ACCOUNT_ID on the zero-config path)", where)
+		case p.MaxTokensParam != "" && p.MaxTokensParam != MaxTokens && p.MaxTokensParam != MaxCompletionTokens:
+			return fmt.Errorf("%s: max_tokens_param must be max_tokens or max_completion_tokens, not %q", where, p.MaxTokensParam)
+		case p.MaxTokensParam != "" && p.Kind != "openai":
+			return fmt.Errorf("%s: max_tokens_param applies to kind openai only; other kinds have one name for the output limit", where)
 		}
 		keys[p.Key] = true
 		if p.APIKeyEnv != "" {
@@ -262,8 +284,12 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 			return fmt.Errorf("%s: provider %q is not a provider key", where, m.Provider)
 		case m.Price().Valid() != nil:
 			return fmt.Errorf("%s: prices must be integers from 0 to %d micros per 1M tokens (larger ones overflow a cost)", where, budget.MaxPricePerMTok)
-		case m.ContextWindow < 0:
-			return fmt.Errorf("%s: context_window must be >= 0", where)
+		case m.ContextWindow < 0 || int64(m.ContextWindow) > budget.MaxUsageTokens:
+			return fmt.Errorf("%s: context_window must be from 0 (unknown) to %d tokens", where, budget.MaxUsageTokens)
+		case m.MaxOutputTokens < 0 || int64(m.MaxOutputTokens) > budget.MaxUsageTokens:
+			return fmt.Errorf("%s: max_output_tokens must be from 0 (unknown) to %d tokens", where, budget.MaxUsageTokens)
+		case m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow:
+			return fmt.Errorf("%s: max_output_tokens (%d) exceeds context_window (%d)", where, m.MaxOutputTokens, m.ContextWindow)
 		}
 		if m.ProviderModel == "" {
 			m.ProviderModel = m.Name
@@ -397,6 +423,22 @@ func orFake(base string) string {
 	return base
 }
 
+// Output limit names, as OpenAI's chat completions API spells them.
+const (
+	MaxTokens           = "max_tokens"
+	MaxCompletionTokens = "max_completion_tokens"
+)
+
+// LimitParam is the name under which Tollgate's default output limit goes
+// to m on p: max_completion_tokens for a reasoning model (OpenAI refuses
+// max_tokens for them) or when p asks for it, max_tokens otherwise.
+func LimitParam(m Model, p Provider) string {
+	if m.Reasoning || p.MaxTokensParam == MaxCompletionTokens {
+		return MaxCompletionTokens
+	}
+	return MaxTokens
+}
+
 // Capability names, as refusals name them.
 const (
 	CapabilityTools      = "tools"
@@ -406,31 +448,61 @@ const (
 )
 
 // Missing returns the first capability c needs that m lacks (tools,
-// vision, json_schema, reasoning, in that order), or "".
-func (m Model) Missing(c provider.Chat) string {
+// vision, json_schema, reasoning, in that order) and the field of c that
+// needs it, or "" for both. Tools are needed by tools, tool_choice, an
+// assistant message's tool_calls and a tool message; vision by an image
+// part; json_schema by a json_schema response_format; reasoning by
+// reasoning_effort. A pass-through model lacks nothing.
+func (m Model) Missing(c provider.Chat) (capability, field string) {
 	if m.passThrough {
-		return ""
+		return "", ""
 	}
+	if !m.Tools {
+		if f := toolField(c); f != "" {
+			return CapabilityTools, f
+		}
+	}
+	if !m.Vision {
+		if f := imageField(c.Messages); f != "" {
+			return CapabilityVision, f
+		}
+	}
+	if !m.JSONSchema && c.ResponseFormat != nil && c.ResponseFormat.Type == provider.FormatJSONSchema {
+		return CapabilityJSONSchema, "response_format"
+	}
+	if !m.Reasoning && c.ReasoningEffort != "" {
+		return CapabilityReasoning, "reasoning_effort"
+	}
+	return "", ""
+}
+
+// toolField is the first field of c that asks for tools, or "".
+func toolField(c provider.Chat) string {
 	switch {
-	case len(c.Tools) > 0 && !m.Tools:
-		return CapabilityTools
-	case hasImage(c.Messages) && !m.Vision:
-		return CapabilityVision
-	case c.ResponseFormat != nil && c.ResponseFormat.Type == provider.FormatJSONSchema && !m.JSONSchema:
-		return CapabilityJSONSchema
-	case c.ReasoningEffort != "" && !m.Reasoning:
-		return CapabilityReasoning
+	case len(c.Tools) > 0:
+		return "tools"
+	case c.ToolChoice != nil:
+		return "tool_choice"
+	}
+	for i, msg := range c.Messages {
+		switch {
+		case len(msg.ToolCalls) > 0:
+			return fmt.Sprintf("messages[%d].tool_calls", i)
+		case msg.Role == "tool":
+			return fmt.Sprintf("messages[%d].tool_call_id", i)
+		}
 	}
 	return ""
 }
 
-func hasImage(msgs []provider.Message) bool {
-	for _, msg := range msgs {
-		for _, p := range msg.Content.Parts {
+// imageField is the first image part of msgs, or "".
+func imageField(msgs []provider.Message) string {
+	for i, msg := range msgs {
+		for j, p := range msg.Content.Parts {
 			if p.Type == provider.PartImage {
-				return true
+				return fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
 			}
 		}
 	}
-	return false
+	return ""
 }

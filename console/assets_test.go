@@ -21,6 +21,7 @@ func TestAssetsServed(t *testing.T) {
 		{"/console/", "text/html; charset=utf-8", "<title>Tollgate console</title>"},
 		{"/console/assets/app.js", "text/javascript; charset=utf-8", "import * as finance from './finance.js';"},
 		{"/console/assets/dom.js", "text/javascript; charset=utf-8", "export function h("},
+		{"/console/assets/finance.js", "text/javascript; charset=utf-8", "['Reasoning', 'reasoning_tokens', fmtInt]"},
 		{"/console/assets/app.css", "text/css; charset=utf-8", ":focus-visible"},
 	}
 	tc := newTestConsole(t)

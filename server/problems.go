@@ -76,6 +76,13 @@ var titles = map[string]string{
 	"model_temporarily_unavailable": "The model is temporarily unavailable",
 	"possibly_executed":             "The call may have run but no answer arrived",
 	"application_failure":           "Tollgate failed to post-process the answer",
+	tasks.CodeModelLacksTools:       "The model does not support tools",
+	tasks.CodeModelLacksVision:      "The model does not accept images",
+	tasks.CodeModelLacksJSONSchema:  "The model does not support json_schema response formats",
+	tasks.CodeModelLacksReasoning:   "The model is not a reasoning model",
+	tasks.CodeContextWindowExceeded: "The request does not fit the model's context window",
+	tasks.CodeOutputLimitExceeded:   "The output limit exceeds what the model can write",
+	tasks.CodeUnsupportedField:      "The model's provider cannot carry a field of the request",
 }
 
 // problemOf is the one place where errors become HTTP statuses and codes.
@@ -93,6 +100,7 @@ func problemOf(err error) Problem {
 // classify maps domain errors; see problemOf.
 func classify(err error) (status int, code, detail string, fields []tasks.FieldError) {
 	var ve *tasks.ValidationError
+	var re *tasks.RefusedError
 	var he *echo.HTTPError
 	var pgErr *pgconn.PgError
 	var connErr *pgconn.ConnectError
@@ -102,6 +110,12 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, "invalid_request", "The request body failed validation.", ve.Fields
+	case errors.As(err, &re):
+		if re.Field == "" {
+			return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.", nil
+		}
+		return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.",
+			[]tasks.FieldError{{Field: re.Field, Message: re.Message}}
 	case errors.Is(err, tasks.ErrIdempotencyKeyReused):
 		return http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"This key names an earlier task with a different request; use a new key for a new request.", nil

@@ -26,6 +26,10 @@ type usageRow struct {
 	ChargedMicros   int64         `json:"charged_micros"`
 	ShortfallMicros int64         `json:"shortfall_micros"`
 	SettledAt       time.Time     `json:"settled_at"`
+	// The classes, parts of input_tokens and output_tokens.
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	CacheWriteTokens  int64 `json:"cache_write_tokens"`
+	ReasoningTokens   int64 `json:"reasoning_tokens"`
 }
 
 type usageTotals struct {
@@ -38,6 +42,9 @@ type usageTotals struct {
 	ReportedMicros        int64 `json:"reported_micros"`
 	EstimatedMicros       int64 `json:"estimated_micros"`
 	PossiblyChargedMicros int64 `json:"possibly_charged_micros"`
+	CachedInputTokens     int64 `json:"cached_input_tokens"`
+	CacheWriteTokens      int64 `json:"cache_write_tokens"`
+	ReasoningTokens       int64 `json:"reasoning_tokens"`
 }
 
 type usageGroup struct {
@@ -127,7 +134,8 @@ func getUsage(d *Deps) echo.HandlerFunc {
 // usageCSVHeader is the CSV's column order. It is part of the contract:
 // columns are only ever added at the end.
 var usageCSVHeader = []string{"settled_at", "task_id", "owner_id", "workload", "model", "source",
-	"input_tokens", "output_tokens", "cost_micros", "charged_micros", "shortfall_micros", "cost", "charged"}
+	"input_tokens", "output_tokens", "cost_micros", "charged_micros", "shortfall_micros", "cost", "charged",
+	"cached_input_tokens", "cache_write_tokens", "reasoning_tokens"}
 
 // getUsageCSV: GET /v1/usage.csv. Every settled row of the window, streamed
 // from the database as it is written, so millions of rows never sit in
@@ -162,6 +170,7 @@ func getUsageCSV(d *Deps) echo.HandlerFunc {
 				strconv.FormatInt(r.InputTokens, 10), strconv.FormatInt(r.OutputTokens, 10),
 				strconv.FormatInt(r.CostMicros, 10), strconv.FormatInt(r.ChargedMicros, 10), strconv.FormatInt(r.ShortfallMicros, 10),
 				budget.FormatMicros(r.CostMicros), budget.FormatMicros(r.ChargedMicros),
+				strconv.FormatInt(r.CachedInputTokens, 10), strconv.FormatInt(r.CacheWriteTokens, 10), strconv.FormatInt(r.ReasoningTokens, 10),
 			}); err != nil {
 				return err
 			}

@@ -32,7 +32,7 @@ func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, _ := s.estimate(c.model, true, Request{Chat: provider.Chat{Model: c.model.Name, Messages: msg, MaxTokens: c.maxTokens}})
+			got, _ := s.estimate([]catalog.Model{c.model}, true, Request{Chat: provider.Chat{Model: c.model.Name, Messages: msg, MaxTokens: c.maxTokens}})
 			if got != c.want {
 				t.Errorf("reservation %d, want %d", got, c.want)
 			}

@@ -419,12 +419,19 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		// and exported as given, so it may not carry what redaction removes.
 		return Created{}, &ValidationError{Fields: []FieldError{{"model", "must not contain personal data or a credential"}}}
 	}
+	// The first model of the chain that can take the request runs it; with
+	// none, the request is refused here, before anything is written.
+	fitting, err := s.fit(m, req)
+	if err != nil {
+		return Created{}, err
+	}
+	m = fitting[0]
 	model := m.Name
 	rawJSON, err := json.Marshal(req)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
-	amount, estimated := s.estimate(m, priced, req)
+	amount, estimated := s.estimate(fitting, priced, req)
 	if amount > budget.MaxTotalMicros {
 		// More than any budget may hold (a saturated cost among them):
 		// refused before anything is written.
@@ -600,19 +607,19 @@ func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashe
 	return policy, t, hashOK, err
 }
 
-// estimate is the reservation for a request: input tokens estimated from
-// the text, output tokens at max_tokens, at the price of the most expensive
-// model of the fallback chain the request fits, since any of them may end
-// up running it. An unpriced model is reserved at the default price and
-// marked estimated; the amount is never zero, so no request skips the
-// reservation. A cost beyond an int64 saturates (budget.Price.Cost), never
-// wraps: the amount is then above any budget and Create refuses it.
-func (s *Service) estimate(m catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
-	in, out := estimateInput(req.Messages), int64(s.maxTokens(req))
-	for _, x := range s.cfg.Catalog.Chain(m) {
-		if x.Name == m.Name || x.Fits(in, out) {
-			amount = max(amount, x.Price().Cost(in, out))
-		}
+// estimate is the reservation for a request: input tokens estimated
+// (estimateInput), output tokens at the output limit times the choices
+// asked for, at the price of the most expensive model of fitting (the
+// models of the chain that can take the request, fit), since any of them
+// may end up running it. An unpriced model is reserved at the default
+// price and marked estimated; the amount is never zero, so no request
+// skips the reservation. A cost beyond an int64 saturates
+// (budget.Price.Cost), never wraps: the amount is then above any budget
+// and Create refuses it.
+func (s *Service) estimate(fitting []catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
+	for _, x := range fitting {
+		in, out := s.reservedTokens(x, req)
+		amount = max(amount, x.Price().Cost(in, out))
 	}
 	return max(amount, 1), !priced
 }
@@ -624,29 +631,10 @@ func (s *Service) maxTokens(req Request) int {
 	return s.cfg.DefaultMaxTokens
 }
 
-// providerRequest is the call begun makes: the raw request on the
-// model's provider name, with Tollgate's default output limit when the
-// client set none.
+// providerRequest is the call begun makes: the raw request as chatFor
+// sends it to the attempt's model.
 func (s *Service) providerRequest(begun *begunAttempt) provider.Request {
-	req := provider.Request{Chat: begun.raw.Chat, IdempotencyKey: begun.providerKey()}
-	req.Model = begun.model.ProviderModel
-	if req.OutputLimit() == 0 {
-		req.MaxTokens = s.cfg.DefaultMaxTokens
-	}
-	if begun.raw.JSONMode && req.ResponseFormat == nil {
-		req.ResponseFormat = &provider.ResponseFormat{Type: provider.FormatJSONObject}
-	}
-	return req
-}
-
-// estimateInput estimates prompt tokens: text at four bytes a token plus a
-// few tokens of per-message framing, as chat formats add.
-func estimateInput(msgs []provider.Message) int64 {
-	var n int64
-	for _, m := range msgs {
-		n += budget.EstimateTokens(m.Content.String()) + 4
-	}
-	return n
+	return provider.Request{Chat: s.chatFor(begun.model, begun.raw), IdempotencyKey: begun.providerKey()}
 }
 
 // Get returns the owner's task as a client is answered (its Request holds

@@ -150,3 +150,15 @@ func (s *Service) queueRecords(records *pgx.Batch, settles *budget.Settlements, 
 	c.r.queueDone(records)
 	return nil
 }
+
+// tokens returns u's figures by class.
+func (u Usage) tokens() budget.Tokens {
+	return budget.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CachedInput: u.CachedInputTokens,
+		CacheWrite: u.CacheWriteTokens, Reasoning: u.ReasoningTokens}
+}
+
+// setTokens sets u's figures from t.
+func (u *Usage) setTokens(t budget.Tokens) {
+	u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.ReasoningTokens =
+		t.Input, t.Output, t.CachedInput, t.CacheWrite, t.Reasoning
+}

@@ -1123,23 +1123,8 @@ func (s *Service) outcomeRecord(t Task, r *run, b *begunAttempt, state string, p
 // not nil, with the task as its finish stored it.
 func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t Task, m catalog.Model, resp *provider.Response, ambiguous int, status Status,
 	settled *budget.Settled, finished *Task) error {
-	u := Usage{Source: budget.SourceReported}
+	u, cost := s.usageOf(t, m, resp)
 	implausible := implausibleUsage(resp)
-	if resp.Usage != nil {
-		u.InputTokens, u.OutputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
-		if implausible {
-			// A lie, never a reason to call again: recorded at the bound
-			// (the journal keeps the figures as reported) and charged at
-			// most the reservation, the rest recorded as shortfall; the
-			// ambiguous attempts are charged as on any success.
-			u.InputTokens = min(max(u.InputTokens, 0), budget.MaxUsageTokens)
-			u.OutputTokens = min(max(u.OutputTokens, 0), budget.MaxUsageTokens)
-		}
-	} else {
-		u.Source = budget.SourceEstimated
-		u.InputTokens, u.OutputTokens = estimateInput(t.Request.Messages), budget.EstimateTokens(resp.Text())
-	}
-	cost := m.Price().Cost(u.InputTokens, u.OutputTokens)
 	var possible int64 // the ambiguous attempts' worst case
 	if ambiguous > 0 {
 		u.Source = budget.SourcePossiblyCharged
@@ -1164,8 +1149,29 @@ func (s *Service) queueSucceeded(batch *pgx.Batch, settle *budget.Settlements, t
 	// the owner needs.
 	return settle.Add(budget.Settlement{
 		TaskID: t.ID, Workload: t.Workload, Model: m.Name, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
 		Source: u.Source, CostMicros: cost, ChargeCapMicros: charge,
 	}, settled)
+}
+
+// usageOf is what resp's call used and cost on m: the provider's report
+// by class, or an estimate labelled as such when it reported none (t's
+// request is the one the provider saw). A report beyond any sane bound is
+// recorded at the bound (budget.MaxUsageTokens; the journal keeps the
+// figures as reported), and classes beyond their totals, a provider's
+// error too, as the whole total, never as more tokens than it
+// (budget.Tokens.Normalized).
+func (s *Service) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usage, int64) {
+	u := Usage{Source: budget.SourceReported}
+	if r := resp.Usage; r != nil {
+		tok := budget.Tokens{Input: min(r.InputTokens, budget.MaxUsageTokens), Output: min(r.OutputTokens, budget.MaxUsageTokens),
+			CachedInput: r.CachedInputTokens, CacheWrite: r.CacheWriteTokens, Reasoning: r.ReasoningTokens}
+		u.setTokens(tok.Normalized())
+	} else {
+		u.Source = budget.SourceEstimated
+		u.InputTokens, u.OutputTokens = s.inputTokens(m, t.Request.Chat), estimateOutput(resp)
+	}
+	return u, m.Price().CostOf(u.tokens())
 }
 
 // implausibleUsage reports whether resp's usage is beyond any sane bound
@@ -1206,9 +1212,14 @@ func (s *Service) finishUnsucceeded(ctx context.Context, tx pgx.Tx, t Task, stat
 func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) ([]budget.Alert, error) {
 	var alerts []budget.Alert
 	if ambiguous > 0 {
+		// The figures of the reservation: the worst case of one call.
+		in, out := int64(0), int64(0)
+		if m, _, err := s.cfg.Catalog.Resolve(t.Model); err == nil {
+			in, out = s.reservedTokens(m, t.Request)
+		}
 		settled, err := budget.SettleTx(ctx, tx, budget.Settlement{
-			TaskID: t.ID, Workload: t.Workload, Model: t.Model, InputTokens: estimateInput(t.Request.Messages),
-			OutputTokens: int64(s.maxTokens(t.Request)), Source: budget.SourcePossiblyCharged, CostMicros: t.ReservedMicros,
+			TaskID: t.ID, Workload: t.Workload, Model: t.Model, InputTokens: in,
+			OutputTokens: out, Source: budget.SourcePossiblyCharged, CostMicros: t.ReservedMicros,
 		}, s.cfg.AlertThresholds)
 		if err != nil && !errors.Is(err, budget.ErrNotFound) {
 			return nil, err
@@ -1282,8 +1293,9 @@ func (s *Service) modelOf(t Task) (catalog.Model, catalog.Provider, error) {
 	return m, prov, nil
 }
 
-// fallback moves the task to the next model of its chain that fits the
-// request and whose provider key's breaker is not open: the task is
+// fallback moves the task to the next model of its chain that can take
+// the request (fits: its capabilities, context window and provider) and
+// whose provider key's breaker is not open: the task is
 // requeued on that model's provider queue (a new job in this transaction)
 // and the current job completes. It reports whether it switched.
 func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, current catalog.Model, log *slog.Logger) (bool, error) {
@@ -1293,9 +1305,8 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, curre
 	}
 	chain := s.cfg.Catalog.Chain(requested)
 	at := slices.IndexFunc(chain, func(m catalog.Model) bool { return m.Name == current.Name })
-	in, out := estimateInput(t.Request.Messages), int64(s.maxTokens(t.Request))
 	for _, next := range chain[at+1:] {
-		if !next.Fits(in, out) {
+		if s.fits(next, t.Request) != nil {
 			continue
 		}
 		mode, err := circuit.ModeTx(ctx, tx, next.Provider)

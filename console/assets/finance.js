@@ -23,6 +23,10 @@ const NUM_COLS = [
   ['Tasks', 'tasks', fmtInt],
   ['Input tokens', 'input_tokens', fmtInt],
   ['Output tokens', 'output_tokens', fmtInt],
+  // Parts of the input and output totals, each priced apart.
+  ['Cached input', 'cached_input_tokens', fmtInt],
+  ['Cache writes', 'cache_write_tokens', fmtInt],
+  ['Reasoning', 'reasoning_tokens', fmtInt],
   ['Cost', 'cost_micros', fmtMicros],
   ['Charged', 'charged_micros', fmtMicros],
   ['Shortfall', 'shortfall_micros', fmtMicros],
