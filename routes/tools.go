@@ -139,7 +139,7 @@ func compileChat(chain []catalog.Model, rc catalog.RouteConfig, outputSchema map
 // decides: a route no call of which could be admitted is refused at load.
 func capable(chain []catalog.Model, c provider.Chat) bool {
 	for _, m := range chain {
-		if m.Missing(c) == "" {
+		if missing, _ := m.Missing(c); missing == "" {
 			return true
 		}
 	}
