@@ -122,6 +122,30 @@ type RouteConfig struct {
 	Fallback      any          `yaml:"fallback"`
 	OnFailure     string       `yaml:"on_failure"` // fallback or error
 	Guards        RouteGuards  `yaml:"guards"`
+	// Tools are the function tools the route's model may call; a call
+	// that asks for them is answered with the tool calls, and the client
+	// continues the conversation with their results.
+	Tools []RouteTool `yaml:"tools"`
+	// ToolChoice is OpenAI's: "none", "auto", "required", or
+	// {type: function, function: {name: ...}} naming one of Tools.
+	ToolChoice        any   `yaml:"tool_choice"`
+	ParallelToolCalls *bool `yaml:"parallel_tool_calls"`
+	// Sampling the route fixes; absent fields are not sent.
+	Temperature     *float64 `yaml:"temperature"`
+	TopP            *float64 `yaml:"top_p"`
+	Seed            *int64   `yaml:"seed"`
+	Stop            []string `yaml:"stop"`
+	ReasoningEffort string   `yaml:"reasoning_effort"`
+}
+
+// RouteTool is one function tool of a route.
+type RouteTool struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Parameters is the JSON Schema of the call's arguments (an object
+	// schema); absent means no arguments.
+	Parameters map[string]any `yaml:"parameters"`
+	Strict     *bool          `yaml:"strict"`
 }
 
 // InputField is one field of a route's input.

@@ -58,6 +58,9 @@ type Route struct {
 	RateRequests  int
 	RateWindow    time.Duration
 	DailyCalls    int
+	// chat is what the route fixes of every call besides its messages:
+	// tools, tool choice, response_format and sampling.
+	chat chat
 }
 
 var nameFormat = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -102,7 +105,8 @@ func compile(cat *catalog.Catalog, rc catalog.RouteConfig) (*Route, error) {
 	case rc.Guards.DailyCalls < 0 || rc.Guards.DailyCalls > maxGuardCount:
 		return nil, fmt.Errorf("guards.daily_calls: must be 0-%d", maxGuardCount)
 	}
-	if _, _, err := cat.Resolve(r.Model); err != nil {
+	model, _, err := cat.Resolve(r.Model)
+	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if rl := rc.Guards.RateLimit; rl != nil {
@@ -155,6 +159,13 @@ func compile(cat *catalog.Catalog, rc catalog.RouteConfig) (*Route, error) {
 		}
 	default:
 		return nil, errors.New("output.type: must be text or json")
+	}
+	var outputSchema map[string]any
+	if r.OutputJSON {
+		outputSchema = rc.Output.Schema
+	}
+	if r.chat, err = compileChat(cat.Chain(model), rc, outputSchema); err != nil {
+		return nil, err
 	}
 	if r.Fallback == nil {
 		return nil, errors.New("fallback: required, of the same shape as a success")

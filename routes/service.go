@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +64,10 @@ type Call struct {
 	Workload       string
 	IdempotencyKey string
 	TraceID        string
+	// Messages continue the conversation after the route's rendered
+	// prompt (see Route.Continue): a tool loop's assistant tool calls,
+	// tool results and further user turns.
+	Messages []provider.Message
 }
 
 // Fallback says which guard substituted an answer, and why.
@@ -77,8 +82,15 @@ type Fallback struct {
 type Answer struct {
 	Data     any
 	Fallback *Fallback
-	TaskID   string
-	Replayed bool
+	// Message, when the model asked for tool calls instead of answering,
+	// is its assistant message: the client runs the calls and sends this
+	// message and the tools' results back as the continuation. Data is
+	// nil then.
+	Message *provider.Message
+	// FinishReason is the model's, when a task answered.
+	FinishReason string
+	TaskID       string
+	Replayed     bool
 }
 
 // Failure is a route call that failed with on_failure: error: a stable
@@ -107,8 +119,11 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	inputHash := hashInput(r.Name, clean)
-	req := r.request(system, user)
+	if err := r.Continue(c.Messages); err != nil {
+		return Answer{}, err
+	}
+	inputHash := hashInput(r.Name, clean, c.Messages)
+	req := r.request(system, user, c.Messages)
 
 	// A retry of a call already made skips the guards: it costs nothing.
 	found, err := s.tasks.Exists(ctx, c.OwnerID, c.IdempotencyKey)
@@ -162,11 +177,14 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 		}
 		return s.fail(ctx, r, c, inputHash, guard, reason, "", &t)
 	}
-	v, reason, verr := r.Output(t.Result.Output)
-	if verr != nil {
-		return s.fail(ctx, r, c, inputHash, GuardOutput, reason, verr.Error(), withoutFailure(t))
+	vd := r.judge(t.Result)
+	if vd.Err != nil {
+		return s.fail(ctx, r, c, inputHash, GuardOutput, vd.Reason, vd.Err.Error(), withoutFailure(t))
 	}
-	data, ferr := s.Format(r, v)
+	if vd.Message != nil {
+		return Answer{Message: vd.Message, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed}, nil
+	}
+	data, ferr := s.Format(r, vd.Value)
 	if ferr != nil {
 		s.log.Error("route post-processing failed", slog.String("route", r.Name), slog.String("task_id", t.ID), slog.String("error", ferr.Error()))
 		return s.fail(ctx, r, c, inputHash, GuardOutput, ReasonApplicationErr, "", withoutFailure(t))
@@ -174,7 +192,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	if err := s.remember(ctx, r, c.OwnerID, inputHash, t.ID); err != nil {
 		s.log.Warn("route answer cache failed", slog.String("route", r.Name), slog.String("error", err.Error()))
 	}
-	return Answer{Data: data, TaskID: t.ID, Replayed: created.Replayed}, nil
+	return Answer{Data: data, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed}, nil
 }
 
 // reasonFor maps a task's failure to a fallback reason.
@@ -357,10 +375,19 @@ func withoutFailure(t tasks.Task) *tasks.Task {
 	return &t
 }
 
-func hashInput(route string, clean map[string]any) []byte {
+// hashInput keys the last good answers: the route, its input and the
+// continuation, so a fallback is never an answer to another conversation.
+func hashInput(route string, clean map[string]any, continuation []provider.Message) []byte {
 	b, _ := json.Marshal(clean) // map keys sorted: a canonical form
-	h := sha256.Sum256(append([]byte(route+"\x00"), b...))
-	return h[:]
+	h := sha256.New()
+	h.Write([]byte(route + "\x00"))
+	h.Write(b)
+	if len(continuation) > 0 {
+		m, _ := json.Marshal(continuation)
+		h.Write([]byte{0})
+		h.Write(m)
+	}
+	return h.Sum(nil)
 }
 
 // Submission turns a route call into an asynchronous task submission, for
@@ -376,17 +403,36 @@ func (s *Service) Submission(c Call) (tasks.Submission, error) {
 	if err != nil {
 		return tasks.Submission{}, err
 	}
+	if err := r.Continue(c.Messages); err != nil {
+		return tasks.Submission{}, err
+	}
 	return tasks.Submission{
 		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID,
-		Request: r.request(system, user),
+		Request: r.request(system, user, c.Messages),
 		Route:   r.Name, PromptVersion: r.PromptVersion, MaxAttempts: r.MaxRetries + 1, CallTimeout: r.Deadline,
 	}, nil
 }
 
-// request is the task request of one call of r with its prompt filled in.
-func (r *Route) request(system, user string) tasks.Request {
+// request is the task request of one call of r: its prompt filled in,
+// the call's continuation after it, and everything the route fixes. The
+// whole of it is the task's request, so the idempotency hash covers the
+// continuation too.
+func (r *Route) request(system, user string, continuation []provider.Message) tasks.Request {
 	req := tasks.Request{JSONMode: r.OutputJSON}
-	req.Model, req.MaxTokens = r.Model, r.MaxTokens
-	req.Messages = []provider.Message{{Role: "system", Content: provider.Text(system)}, {Role: "user", Content: provider.Text(user)}}
+	req.Model = r.Model
+	if r.chat.Reasoning {
+		req.MaxCompletionTokens = r.MaxTokens
+	} else {
+		req.MaxTokens = r.MaxTokens
+	}
+	req.Messages = make([]provider.Message, 0, 2+len(continuation))
+	req.Messages = append(req.Messages, provider.Message{Role: "system", Content: provider.Text(system)}, provider.Message{Role: "user", Content: provider.Text(user)})
+	req.Messages = append(req.Messages, continuation...)
+	// Copies: a request is the task's to rewrite (redaction), the route's
+	// definition is shared by every call.
+	req.Tools, req.ToolChoice, req.ParallelToolCalls = slices.Clone(r.chat.Tools), r.chat.ToolChoice, r.chat.ParallelToolCalls
+	req.ResponseFormat = r.chat.ResponseFormat
+	req.Params = r.chat.Params
+	req.Stop = slices.Clone(r.chat.Params.Stop)
 	return req
 }

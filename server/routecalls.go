@@ -1,11 +1,15 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -13,19 +17,29 @@ import (
 type routeCall struct {
 	Input map[string]any `json:"input"`
 	User  string         `json:"user"`
+	// Messages continue the conversation after the route's prompt: the
+	// assistant's tool calls, the tools' results, more user turns.
+	Messages []provider.Message `json:"messages"`
 }
 
 type routeAnswer struct {
 	OK       bool             `json:"ok"`
 	Data     any              `json:"data"`
 	Fallback *routes.Fallback `json:"fallback"`
-	TraceID  string           `json:"trace_id"`
-	TaskID   *string          `json:"task_id"`
+	// ToolCalls and Message: the model asked for tool calls (data is
+	// null); the client runs them and calls again with Message and a
+	// tool message per call appended to its messages.
+	ToolCalls    []provider.ToolCall `json:"tool_calls,omitempty"`
+	Message      *provider.Message   `json:"message,omitempty"`
+	FinishReason string              `json:"finish_reason,omitempty"`
+	TraceID      string              `json:"trace_id"`
+	TaskID       *string             `json:"task_id"`
 }
 
 // callRoute: POST /v1/routes/{name}. Answers synchronously: with the
-// route's data, a same-shape fallback naming the guard and reason
-// (on_failure: fallback), or a stable error (on_failure: error).
+// route's data, the tool calls the model asked for, a same-shape fallback
+// naming the guard and reason (on_failure: fallback), or a stable error
+// (on_failure: error).
 func callRoute(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if d.Routes == nil {
@@ -45,17 +59,53 @@ func callRoute(d *Deps) echo.HandlerFunc {
 		}
 		p := principalOf(c)
 		ans, err := d.Routes.Answer(c.Request().Context(), routes.Call{Route: c.Param("name"), Input: in.Input, User: in.User,
-			OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)})
+			Messages: in.Messages, OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)})
 		if err != nil {
 			return err
 		}
-		out := routeAnswer{OK: true, Data: ans.Data, Fallback: ans.Fallback, TraceID: traceIDOf(c)}
+		out := routeAnswer{OK: true, Data: ans.Data, Fallback: ans.Fallback, FinishReason: ans.FinishReason, TraceID: traceIDOf(c)}
+		if ans.Message != nil {
+			out.Message, out.ToolCalls = ans.Message, ans.Message.ToolCalls
+		}
 		if ans.TaskID != "" {
 			out.TaskID = &ans.TaskID
 			c.Response().Header().Set("X-Tollgate-Task-Id", ans.TaskID)
 		}
 		return c.JSON(http.StatusOK, out)
 	}
+}
+
+// routeTask is the submission of POST /v1/tasks {"route", "input", ...}:
+// messages continue the route's prompt as in a route call, metadata and
+// deadline_s are the task's own; every other field is the route's to fix,
+// and is refused by name rather than ignored.
+func routeTask(d *Deps, req tasks.Request, call routes.Call) (tasks.Submission, error) {
+	if d.Routes == nil {
+		return tasks.Submission{}, routes.ErrNotFound
+	}
+	call.Messages = req.Messages
+	rest := req
+	rest.Messages, rest.Metadata, rest.DeadlineS = nil, nil, 0
+	raw, err := json.Marshal(rest)
+	if err != nil {
+		return tasks.Submission{}, err
+	}
+	var set map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return tasks.Submission{}, err
+	}
+	delete(set, "messages") // encoded as null
+	if len(set) > 0 {
+		name := slices.Sorted(maps.Keys(set))[0]
+		return tasks.Submission{}, badRequest("A route fixes its model and parameters: with route, send only input, messages, metadata and deadline_s.",
+			tasks.FieldError{Field: name, Message: "not allowed with route"})
+	}
+	sub, err := d.Routes.Submission(call)
+	if err != nil {
+		return tasks.Submission{}, err
+	}
+	sub.Request.Metadata, sub.Request.DeadlineS = req.Metadata, req.DeadlineS
+	return sub, nil
 }
 
 // routeStatus is how a failed route call is answered (on_failure: error).

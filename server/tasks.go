@@ -1,9 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"cmp"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -49,12 +46,8 @@ func createTask(d *Deps) echo.HandlerFunc {
 		ctx := c.Request().Context()
 		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request.Canonical()}
 		if body.Route != "" || body.Input != nil {
-			if field := setField(body.Request); field != "" || d.Routes == nil {
-				return badRequest("Send either a route with its input, or the request's own fields (model, messages, ...), not both.",
-					tasks.FieldError{Field: "route", Message: "exclusive with the request's own fields, such as " + cmp.Or(field, "model")})
-			}
 			var err error
-			if sub, err = d.Routes.Submission(routes.Call{Route: body.Route, Input: body.Input, OwnerID: p.OwnerID,
+			if sub, err = routeTask(d, body.Request, routes.Call{Route: body.Route, Input: body.Input, OwnerID: p.OwnerID,
 				Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c)}); err != nil {
 				return err
 			}
@@ -81,34 +74,6 @@ func createTask(d *Deps) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusAccepted, t)
 	}
-}
-
-// setField names the first field of r (in JSON order) a client set, or
-// "": a route call takes its whole request from the route, so none of
-// them may come with it.
-func setField(r tasks.Request) string {
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return "model"
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // '{'
-		return "model"
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "model"
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "model"
-		}
-		if name, _ := tok.(string); string(v) != "null" {
-			return name
-		}
-	}
-	return ""
 }
 
 // preferWait reads RFC 7240 "wait=N" from a Prefer header. Other
