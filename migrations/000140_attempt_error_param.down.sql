@@ -1,0 +1,1 @@
+ALTER TABLE task_attempts DROP COLUMN IF EXISTS error_param;
