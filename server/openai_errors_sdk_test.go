@@ -77,6 +77,10 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 		retry   []string // x-should-retry of each answer, one per SDK request
 		minWait int      // every answer's Retry-After at least this
 		calls   int      // provider calls for the SDK call
+		// pauseCap is the longest pause of a provider key
+		// (tasks.Config.RetryMax); 0 is a minute.
+		pauseCap time.Duration
+		opts     []option.RequestOption
 	}{
 		{name: "budget exceeded", budget: 1,
 			status: http.StatusPaymentRequired, typ: "insufficient_quota", code: "budget_exceeded", retry: []string{"false"}},
@@ -104,6 +108,12 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 			status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", minWait: 25,
 			// The third try would be a call past the attempt bound.
 			retry: []string{"true", "true", "false"}, calls: 1},
+		{name: "rate limited: the provider's wait beyond the key's pause",
+			script: []fake.Scripted{{Status: 429, Headers: wait30, Body: rateLimited}}, pauseCap: 50 * time.Millisecond,
+			status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", minWait: 25,
+			// The key's pause ends long before the SDK's retry would wait.
+			opts:  []option.RequestOption{option.WithMaxRetries(0)},
+			retry: []string{"true"}, calls: 1},
 		{name: "rate limited, Anthropic", model: "backup-model",
 			script: []fake.Scripted{{Status: 429, Headers: map[string]string{"retry-after": "30"},
 				Body: `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`}},
@@ -128,7 +138,7 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{probeEvery: 1 << 62, maxAttempts: maxAttempts, retryMax: time.Minute})
+			e := newEnv(t, envOptions{probeEvery: 1 << 62, maxAttempts: maxAttempts, retryMax: cmp.Or(c.pauseCap, time.Minute)})
 			key := e.owner("acme", accounts.RoleClient, cmp.Or(c.budget, 1_000_000))
 			client, ct, answers := sdkWithDefaultRetries(e, key)
 			ctx := context.Background()
@@ -136,7 +146,7 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 			if c.model != "" {
 				params.Model = c.model
 			}
-			var opts []option.RequestOption
+			opts := c.opts
 			callsBefore := 0
 			if c.reuse {
 				if _, err := client.Chat.Completions.New(ctx, chatParams("first"), option.WithHeader("Idempotency-Key", "k1")); err != nil {

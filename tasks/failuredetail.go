@@ -17,8 +17,10 @@ type FailureDetail struct {
 	// named ("" when none): a path of OpenAI request field names
 	// (provider.Error.Param), never the provider's text.
 	ProviderParam string
-	// Wait is how long the provider key the task is on stays paused by a
-	// rate limit: what the provider asked, less the time already waited.
+	// Wait is how long before a retry can pass: the longer of the pause
+	// left on the task's provider key and what the provider asked at the
+	// last attempt (which the key's pause caps), less the time already
+	// waited.
 	Wait time.Duration
 	// Attempts is how many provider calls the task made, MaxAttempts its
 	// bound. A task that ended with attempts unspent (a stream makes
@@ -27,7 +29,7 @@ type FailureDetail struct {
 }
 
 // FailureDetail reads the owner's task's last provider code and param, its
-// attempts, and the pause left on its provider key (the last attempt's key,
+// attempts, and the wait left (on its provider key: the last attempt's,
 // else its model's). It returns ErrNotFound for another owner's task.
 func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureDetail, error) {
 	t, err := s.read(ctx, answerColumns, owner, id)
@@ -42,10 +44,12 @@ func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureD
 	var code, param *string
 	err = s.pool.QueryRow(ctx, `
 		WITH last AS (
-			SELECT error_code, error_param, provider_key FROM task_attempts WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1)
+			SELECT error_code, error_param, error_retry_at, provider_key FROM task_attempts
+			WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1)
 		SELECT (SELECT error_code FROM last), (SELECT error_param FROM last),
-		       COALESCE((SELECT GREATEST(paused_until - now(), interval '0') FROM provider_keys
-		                  WHERE key = COALESCE((SELECT provider_key FROM last), $2) AND state = 'paused'), interval '0')`,
+		       GREATEST((SELECT paused_until - now() FROM provider_keys
+		                  WHERE key = COALESCE((SELECT provider_key FROM last), $2) AND state = 'paused'),
+		                (SELECT error_retry_at - now() FROM last), interval '0')`,
 		t.ID, modelKey).Scan(&code, &param, &d.Wait)
 	if err != nil {
 		return FailureDetail{}, fmt.Errorf("tasks: failure detail: %w", err)
