@@ -33,6 +33,9 @@ func classify(status int, header http.Header, body []byte, now func() time.Time,
 	wait := retryAfter(header, f.msg, now)
 	class, code, known := decide(status, f, wait, exact)
 	e := &Error{Class: class, Status: status, Code: code, RetryAfter: wait, unclassified: !known}
+	if class == ClassRejected {
+		e.Param = requestParam(f.param)
+	}
 	e.setRaw(f.msg)
 	return e
 }
@@ -42,6 +45,7 @@ func classify(status int, header http.Header, body []byte, now func() time.Time,
 type errorFields struct {
 	code, typ, msg string
 	detail         string // error.details.error_code (Anthropic spend limits)
+	param          string // error.param as sent (OpenAI and compatible servers)
 }
 
 // decodeErrorBody understands {"error": {...}} (OpenAI, Anthropic),
@@ -82,6 +86,9 @@ func decodeErrorBody(body []byte) errorFields {
 	if f.msg == "" {
 		f.msg = outer.msg
 	}
+	if f.param == "" {
+		f.param = outer.param
+	}
 	return f
 }
 
@@ -91,6 +98,7 @@ func fieldsOf(obj json.RawMessage) errorFields {
 		Type    json.RawMessage `json:"type"`
 		Message json.RawMessage `json:"message"`
 		Details json.RawMessage `json:"details"`
+		Param   json.RawMessage `json:"param"`
 	}
 	if json.Unmarshal(obj, &w) != nil {
 		return errorFields{}
@@ -106,6 +114,7 @@ func fieldsOf(obj json.RawMessage) errorFields {
 		typ:    lowerToken(scalar(w.Type)),
 		msg:    clip(scalar(w.Message)),
 		detail: lowerToken(scalar(details.ErrorCode)),
+		param:  strings.TrimSpace(scalar(w.Param)),
 	}
 }
 
@@ -243,8 +252,12 @@ func preciseCode(k string) (Class, string, bool) {
 		return ClassExhausted, CodeUnauthorized, true
 	case "account_deactivated", "account_disabled", "account_suspended":
 		return ClassExhausted, CodeAccountDisabled, true
-	case "context_length_exceeded", "context_window_exceeded", "string_above_max_length":
+	case "context_length_exceeded", "context_window_exceeded":
 		return ClassRejected, CodeContextLength, true
+	case "string_above_max_length":
+		// OpenAI's own code for one string (a message, an argument) over
+		// its length limit: a client that matches on it gets it back.
+		return ClassRejected, k, true
 	case "content_policy_violation", "content_filter":
 		return ClassRejected, CodeContentPolicy, true
 	case "overloaded_error", "overloaded", "engine_overloaded":
@@ -395,4 +408,71 @@ func token(s string) string {
 		}
 	}
 	return s
+}
+
+// maxParam bounds a kept Error.Param.
+const maxParam = 128
+
+// requestFields are the top-level fields of OpenAI's chat completions
+// request: a param must start with one of them.
+var requestFields = wordSet(`messages model audio frequency_penalty function_call functions logit_bias
+	logprobs max_completion_tokens max_tokens metadata modalities n parallel_tool_calls prediction
+	presence_penalty prompt_cache_key reasoning_effort response_format safety_identifier seed
+	service_tier stop store stream stream_options temperature tool_choice tools top_logprobs top_p
+	user verbosity web_search_options`)
+
+// nestedFields are the names OpenAI's request uses below the top level.
+// A schema's property names are the client's own and never among them.
+var nestedFields = wordSet(`role content name tool_calls tool_call_id refusal id type function
+	arguments description parameters strict text image_url url detail input_audio data format file
+	file_id filename file_data json_schema schema include_usage include_obfuscation voice
+	search_context_size user_location`)
+
+func wordSet(words string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		set[w] = true
+	}
+	return set
+}
+
+// requestParam returns the longest leading part of a provider's param that
+// is a path of OpenAI request field names and indices ("messages.[0].content",
+// "tools[1].function.parameters"), in the provider's own spelling, or "".
+// A param is where the provider says the fault is; kept to these names it
+// tells the client which field to fix and can carry nothing of the request's
+// or the account's content (a schema property name, a key, a message).
+func requestParam(s string) string {
+	if len(s) > maxParam {
+		return ""
+	}
+	known := 0 // bytes of s that are a path of known names
+	for i := 0; i < len(s); {
+		if i > 0 && s[i] == '.' {
+			i++
+		}
+		if i < len(s) && s[i] == '[' {
+			j := i + 1
+			for j < len(s) && j-i <= 4 && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			if known == 0 || j == i+1 || j >= len(s) || s[j] != ']' {
+				break
+			}
+			i = j + 1
+			known = i
+			continue
+		}
+		j := i
+		for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] == '_') {
+			j++
+		}
+		name := s[i:j]
+		if known == 0 && !requestFields[name] || known > 0 && (!nestedFields[name] || s[i-1] != '.') {
+			break
+		}
+		i = j
+		known = i
+	}
+	return s[:known]
 }

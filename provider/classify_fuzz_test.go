@@ -18,7 +18,8 @@ var codeFormat = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 // wire format and for an unknown one, and checks what callers rely on: an
 // unknown kind is an error; a known kind always gets a *Error whose class is
 // one of the five, whose status is the one given, whose code is a short
-// token, whose Retry-After lies in [0, 24h], whose Error() text carries
+// token, whose param is a path of request field names on a rejection,
+// whose Retry-After lies in [0, 24h], whose Error() text carries
 // nothing but class, code and status, and whose raw message is valid UTF-8
 // and clipped. The same input classifies the same way twice.
 func FuzzClassify(f *testing.F) {
@@ -45,6 +46,7 @@ func FuzzClassify(f *testing.F) {
 	f.Add(uint8(1), 529, "1e400", "NaN", []byte(`[{"error":{"type":"overloaded_error"}}]`))
 	f.Add(uint8(2), 400, "-5", "99999999999999999999", []byte(`{"errors":[{"code":3036,"message":"4006: daily free allocation"}]}`))
 	f.Add(uint8(3), 200, "", "", []byte("\xff\xfe not json"))
+	f.Add(uint8(0), 400, "", "", []byte(`{"error":{"type":"invalid_request_error","param":"tools[0].function.parameters.properties.x","code":"invalid_value"}}`))
 	kinds := append(Kinds(), "no-such-kind")
 	f.Fuzz(func(t *testing.T, kind uint8, status int, retryAfter, retryAfterMS string, body []byte) {
 		k := kinds[int(kind)%len(kinds)]
@@ -85,6 +87,9 @@ func FuzzClassify(f *testing.F) {
 		}
 		if msg := e.RawMessage(); !utf8.ValidString(msg) || len(msg) > maxRawMessage {
 			t.Fatalf("raw message of %d bytes, valid UTF-8 %v; want at most %d valid bytes", len(msg), utf8.ValidString(msg), maxRawMessage)
+		}
+		if e.Param != "" && (e.Class != ClassRejected || len(e.Param) > maxParam || requestParam(e.Param) != e.Param) {
+			t.Fatalf("param %q on a %s failure: want only a path of request field names on a rejection", e.Param, e.Class)
 		}
 		again, _ := Classify(k, status, h, body)
 		if again.Class != e.Class || again.Code != e.Code || again.Unclassified() != e.Unclassified() {

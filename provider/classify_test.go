@@ -81,6 +81,10 @@ func TestClassifyRealCases(t *testing.T) {
 		"openai-429-rate-limit-tpm": 174 * time.Millisecond,
 		"anthropic-429-rate-limit":  2 * time.Second,
 	}
+	wantParam := map[string]string{
+		"openai-400-context-length": "messages",
+		"openai-400-invalid-schema": "response_format",
+	}
 	families := map[string]int{}
 	for _, pc := range loadProviderCases(t) {
 		families[pc.Family]++
@@ -93,7 +97,7 @@ func TestClassifyRealCases(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Classify(%q): %v", pc.Family, err)
 			}
-			want := &Error{Class: pc.Class, Status: pc.Status, Code: wantCode[pc.ID], RetryAfter: wantWait[pc.ID]}
+			want := &Error{Class: pc.Class, Status: pc.Status, Code: wantCode[pc.ID], RetryAfter: wantWait[pc.ID], Param: wantParam[pc.ID]}
 			if diff := cmp.Diff(want, got, ignoreRaw); diff != "" {
 				t.Errorf("Classify(%s) mismatch (-want +got):\n%s", pc.ID, diff)
 			}
@@ -268,6 +272,36 @@ func TestClassifyOpenAI(t *testing.T) {
 			want:   Error{Class: ClassRejected, Status: 400, Code: CodeInvalidRequest},
 		},
 		{
+			name:   "the provider's public code and the field it names",
+			status: 400,
+			body:   `{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`,
+			want:   Error{Class: ClassRejected, Status: 400, Code: "unsupported_parameter", Param: "max_tokens"},
+		},
+		{
+			name:   "a nested field is named down to what OpenAI's request calls it",
+			status: 400,
+			body:   `{"error":{"message":"Invalid schema for function 'lookup': 'secret_city' is not valid","type":"invalid_request_error","param":"tools[0].function.parameters.properties.secret_city","code":"invalid_function_parameters"}}`,
+			want:   Error{Class: ClassRejected, Status: 400, Code: "invalid_function_parameters", Param: "tools[0].function.parameters"},
+		},
+		{
+			name:   "one string too long is OpenAI's own code, not the context",
+			status: 400,
+			body:   `{"error":{"message":"Invalid 'messages[0].content': string too long.","type":"invalid_request_error","param":"messages.[0].content","code":"string_above_max_length"}}`,
+			want:   Error{Class: ClassRejected, Status: 400, Code: "string_above_max_length", Param: "messages.[0].content"},
+		},
+		{
+			name:   "a param that names no request field is dropped",
+			status: 400,
+			body:   `{"error":{"message":"bad","type":"invalid_request_error","param":"sk-live-abc123","code":"invalid_value"}}`,
+			want:   Error{Class: ClassRejected, Status: 400, Code: "invalid_value"},
+		},
+		{
+			name:   "a param on a failure that is not a rejection is dropped",
+			status: 429,
+			body:   `{"error":{"message":"Rate limit reached","type":"tokens","param":"messages","code":"rate_limit_exceeded"}}`,
+			want:   Error{Class: ClassThrottled, Status: 429, Code: CodeRateLimited},
+		},
+		{
 			name:   "content policy",
 			status: 400,
 			body:   `{"error":{"message":"Your request was rejected as a result of our safety system.","type":"invalid_request_error","code":"content_policy_violation"}}`,
@@ -397,6 +431,38 @@ func TestClassifyOpenAI(t *testing.T) {
 			}
 			assertNoLeak(t, got)
 		})
+	}
+}
+
+// requestParam keeps the leading path of OpenAI request names in a
+// provider's param and nothing else.
+func TestRequestParam(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"messages", "messages"},
+		{"max_tokens", "max_tokens"},
+		{"messages.[0].content", "messages.[0].content"},
+		{"messages[12].content[1].image_url.url", "messages[12].content[1].image_url.url"},
+		{"tools[0].function.parameters.properties.secret_city", "tools[0].function.parameters"},
+		{"response_format.json_schema.schema.required", "response_format.json_schema.schema"},
+		{"logit_bias.50256", "logit_bias"},
+		{"messages[99999].content", "messages"},
+		{"messages[0]content", "messages[0]"},
+		{"messages.", "messages"},
+		{"messages[", "messages"},
+		{"[0].content", ""},
+		{".messages", ""},
+		{"content", ""}, // not a top-level field
+		{"Messages", ""},
+		{"sk-live-abc123", ""},
+		{"org-66tr5xhH5yhaqZAy6PAIy1Xi", ""},
+		{"", ""},
+		{"messages" + strings.Repeat(".content", 20), ""}, // longer than maxParam
+	}
+	for _, tt := range tests {
+		if got := requestParam(tt.in); got != tt.want {
+			t.Errorf("requestParam(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 

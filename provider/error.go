@@ -74,6 +74,12 @@ type Error struct {
 	Status     int           // provider HTTP status, 0 when there was no response
 	Code       string        // short machine code (see the Code constants), never free text
 	RetryAfter time.Duration // how long the provider asked us to wait, 0 if it did not say
+	// Param is the request field a rejection names ("max_tokens",
+	// "messages.[0].content"), so that a client can tell which of its
+	// fields to fix. Only a path of OpenAI's own request field names and
+	// indices is kept (see requestParam), never the provider's text; ""
+	// when the provider named none, or the failure is not a rejection.
+	Param string
 
 	// raw is behind a pointer so that printing an Error value with %v or %+v
 	// by mistake shows an address, not the provider's text.

@@ -41,6 +41,7 @@ const (
 	FieldIdempotencyKey Field = "Idempotency-Key"
 	FieldModel          Field = "pass-through model name"
 	FieldProviderCode   Field = "provider error code"
+	FieldProviderParam  Field = "provider error param"
 	FieldReason         Field = "X-Reason"
 	FieldTopupNote      Field = "top-up note"
 	FieldRouteUser      Field = "route user"
@@ -61,6 +62,7 @@ var Fields = map[Field]Treatment{
 	FieldIdempotencyKey: Hash,
 	FieldModel:          Refuse,
 	FieldProviderCode:   Vocabulary,
+	FieldProviderParam:  Vocabulary,
 	FieldReason:         RedactText,
 	FieldTopupNote:      RedactText,
 	FieldRouteUser:      Hash,

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -98,136 +96,6 @@ func TestOpenAISDKCompletionAndIdempotency(t *testing.T) {
 	if err != nil || len(models.Data) == 0 {
 		t.Errorf("models: %v %+v", err, models)
 	}
-}
-
-// Each failure reaches the official SDK as OpenAI itself would answer it
-// (status, type, code, param, retry headers), and the SDK's default retries
-// (2) never multiply Tollgate's own attempts upstream: the provider calls
-// one SDK call causes stay within TOLLGATE_MAX_ATTEMPTS.
-func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
-	t.Parallel()
-	const maxAttempts = 3
-	rateLimited := `{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-secret on requests per min","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
-	cases := []struct {
-		name    string
-		budget  int64
-		script  []fake.Scripted
-		reuse   bool // send the request with a key already used for another body
-		status  int
-		typ     string
-		code    string
-		param   string // "" wants null
-		retry   string // x-should-retry
-		minWait int    // Retry-After at least this, when retry is "true"
-		sdkReqs int64
-		calls   [2]int // provider calls, at least and at most
-		opts    []option.RequestOption
-	}{
-		{name: "budget exceeded", budget: 1, status: http.StatusPaymentRequired, typ: "insufficient_quota", code: "budget_exceeded",
-			retry: "false", sdkReqs: 1},
-		{name: "same key, other body", budget: 1_000_000, reuse: true, status: http.StatusUnprocessableEntity, typ: "invalid_request_error",
-			code: "idempotency_key_reused", retry: "false", sdkReqs: 1, calls: [2]int{1, 1}},
-		{name: "context length", budget: 1_000_000,
-			script: []fake.Scripted{{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 4097 tokens; secret prompt text","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`}},
-			status: http.StatusBadRequest, typ: "invalid_request_error", code: "context_length_exceeded", param: "messages", retry: "false", sdkReqs: 1, calls: [2]int{1, 1}},
-		{name: "unsupported parameter", budget: 1_000_000,
-			script: []fake.Scripted{{Status: 400, Body: `{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`}},
-			status: http.StatusBadRequest, typ: "invalid_request_error", code: "unsupported_parameter", retry: "false", sdkReqs: 1, calls: [2]int{1, 1}},
-		{name: "a rejection with a vendor code", budget: 1_000_000,
-			script: []fake.Scripted{{Status: 422, Body: `{"error":{"message":"bad input sk-live-123","type":"invalid_request_error","code":"vendor_specific_refusal"}}`}},
-			status: http.StatusBadRequest, typ: "invalid_request_error", code: "model_incompatible", retry: "false", sdkReqs: 1, calls: [2]int{1, 1}},
-		{name: "rate limited: the provider's wait", budget: 1_000_000,
-			script: []fake.Scripted{{Status: 429, Headers: map[string]string{"Retry-After": "30"}, Body: rateLimited}},
-			status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", retry: "true", minWait: 25,
-			sdkReqs: 1, calls: [2]int{1, 1},
-			// The SDK would wait the 30 s; this case checks the answer.
-			opts: []option.RequestOption{option.WithMaxRetries(0)}},
-		{name: "rate limited: SDK retries call no paused key", budget: 1_000_000,
-			script: []fake.Scripted{
-				{Status: 429, Headers: map[string]string{"Retry-After": "1"}, Body: rateLimited},
-				{Status: 429, Headers: map[string]string{"Retry-After": "1"}, Body: rateLimited},
-				{Status: 429, Headers: map[string]string{"Retry-After": "1"}, Body: rateLimited}},
-			status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", retry: "true", minWait: 1,
-			// Each SDK retry is a new task: it calls the provider only if
-			// the pause has ended by then.
-			sdkReqs: 3, calls: [2]int{1, 3}},
-		{name: "provider quota exhausted", budget: 1_000_000,
-			script: []fake.Scripted{{Status: 429, Body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}},
-			status: http.StatusTooManyRequests, typ: "insufficient_quota", code: "insufficient_quota", retry: "false", sdkReqs: 1, calls: [2]int{1, 1}},
-		{name: "transient after Tollgate's attempts", budget: 1_000_000,
-			script: repeat(fake.Scripted{Status: 500, Body: `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`}, 3*maxAttempts),
-			status: http.StatusServiceUnavailable, typ: "server_error", code: "model_temporarily_unavailable", retry: "false",
-			sdkReqs: 1, calls: [2]int{maxAttempts, maxAttempts}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, envOptions{probeEvery: 1 << 62, maxAttempts: maxAttempts, retryMax: time.Minute})
-			key := e.owner("acme", accounts.RoleClient, c.budget)
-			client, ct := sdk(e, key)
-			ctx := context.Background()
-			var opts []option.RequestOption
-			if c.reuse {
-				if _, err := client.Chat.Completions.New(ctx, chatParams("first"), option.WithHeader("Idempotency-Key", "k1")); err != nil {
-					t.Fatal(err)
-				}
-				ct.n.Store(0)
-				opts = append(opts, option.WithHeader("Idempotency-Key", "k1"))
-			}
-			e.fake.Script(c.script...)
-			var hdrs []http.Header
-			opts = append(opts, option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-				res, err := next(r)
-				if res != nil {
-					hdrs = append(hdrs, res.Header.Clone())
-				}
-				return res, err
-			}))
-			_, err := client.Chat.Completions.New(ctx, chatParams("hello"), append(opts, c.opts...)...)
-			var apiErr *openai.Error
-			if !errors.As(err, &apiErr) {
-				t.Fatalf("err = %v, want an API error", err)
-			}
-			if apiErr.StatusCode != c.status || apiErr.Type != c.typ || apiErr.Code != c.code || apiErr.Param != c.param {
-				t.Errorf("error = %d type %q code %q param %q, want %d %q %q %q",
-					apiErr.StatusCode, apiErr.Type, apiErr.Code, apiErr.Param, c.status, c.typ, c.code, c.param)
-			}
-			if strings.Contains(apiErr.Message, "secret") || strings.Contains(apiErr.Message, "sk-live") || strings.Contains(apiErr.Message, "org-") {
-				t.Errorf("the provider's text reached the client: %q", apiErr.Message)
-			}
-			for i, h := range hdrs {
-				if got := h.Get("x-should-retry"); got != c.retry {
-					t.Errorf("response %d: x-should-retry = %q, want %q", i, got, c.retry)
-				}
-				if c.retry == "true" {
-					if wait, err := strconv.Atoi(h.Get("Retry-After")); err != nil || wait < c.minWait {
-						t.Errorf("response %d: Retry-After = %q, want at least %d", i, h.Get("Retry-After"), c.minWait)
-					}
-				}
-			}
-			if n := ct.n.Load(); n != c.sdkReqs {
-				t.Errorf("the SDK sent %d requests, want %d", n, c.sdkReqs)
-			}
-			if n := e.fake.CallCount(); n < c.calls[0] || n > c.calls[1] {
-				t.Errorf("provider calls = %d, want %d to %d", n, c.calls[0], c.calls[1])
-			}
-			e.checkInvariants()
-		})
-	}
-	t.Run("transient retried by Tollgate", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOptions{})
-		key := e.owner("acme", accounts.RoleClient, 1_000_000)
-		e.fake.Script(fake.Scripted{Status: 500, Body: `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`})
-		client, ct := sdk(e, key)
-		got, err := client.Chat.Completions.New(context.Background(), chatParams("hello"))
-		if err != nil || got.Choices[0].Message.Content == "" {
-			t.Fatalf("completion after a transient failure: %v", err)
-		}
-		if ct.n.Load() != 1 || e.fake.CallCount() != 2 {
-			t.Errorf("SDK requests = %d, provider calls = %d; want 1 and 2", ct.n.Load(), e.fake.CallCount())
-		}
-	})
 }
 
 func repeat(s fake.Scripted, n int) []fake.Scripted {

@@ -192,6 +192,12 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 			h.Set("Retry-After", strconv.Itoa(retryAfterOf(err)))
 		}
+		if status == http.StatusPaymentRequired || status == http.StatusUnprocessableEntity {
+			// The same request cannot pass until someone changes it or
+			// the budget: say so to HTTP clients generated like OpenAI's
+			// and Anthropic's SDKs, which obey this header.
+			h.Set("x-should-retry", "false")
+		}
 		h.Set(echo.HeaderContentType, "application/problem+json")
 		p.Type, p.Title, p.TraceID = "https://tollgate.dev/problems/"+code, titles[code], trace
 		if c.Request().Method == http.MethodHead {

@@ -13,17 +13,24 @@ type FailureDetail struct {
 	// attempt ("" when none): a word-shaped code (provider.token), never
 	// the provider's text.
 	ProviderCode string
-	// Wait is how long the provider key the task is on stays paused by a
-	// rate limit: what the provider asked, less the time already waited.
+	// ProviderParam is the request field the last attempt's rejection
+	// named ("" when none): a path of OpenAI request field names
+	// (provider.Error.Param), never the provider's text.
+	ProviderParam string
+	// Wait is how long before a retry can pass: the longer of the pause
+	// left on the task's provider key and what the provider asked at the
+	// last attempt (which the key's pause caps), less the time already
+	// waited.
 	Wait time.Duration
-	// AttemptsLeft is set when the task ended before spending its attempt
-	// bound (a stream makes one attempt): a client's retry then stands in
-	// for the retries Tollgate did not make.
-	AttemptsLeft bool
+	// Attempts is how many provider calls the task made, MaxAttempts its
+	// bound. A task that ended with attempts unspent (a stream makes
+	// one) leaves the rest to the client's retries.
+	Attempts, MaxAttempts int
 }
 
-// FailureDetail reads the owner's task's last provider code and the pause
-// left on its provider key (the last attempt's key, else its model's).
+// FailureDetail reads the owner's task's last provider code and param, its
+// attempts, and the wait left (on its provider key: the last attempt's,
+// else its model's). It returns ErrNotFound for another owner's task.
 func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureDetail, error) {
 	t, err := s.read(ctx, answerColumns, owner, id)
 	if err != nil {
@@ -33,20 +40,25 @@ func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureD
 	if m, _, err := s.cfg.Catalog.Resolve(t.Model); err == nil {
 		modelKey = m.Provider
 	}
-	d := FailureDetail{AttemptsLeft: t.Attempts < s.maxAttemptsOf(t)}
-	var code *string
+	d := FailureDetail{Attempts: t.Attempts, MaxAttempts: s.maxAttemptsOf(t)}
+	var code, param *string
 	err = s.pool.QueryRow(ctx, `
 		WITH last AS (
-			SELECT error_code, provider_key FROM task_attempts WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1)
-		SELECT (SELECT error_code FROM last),
-		       COALESCE((SELECT GREATEST(paused_until - now(), interval '0') FROM provider_keys
-		                  WHERE key = COALESCE((SELECT provider_key FROM last), $2) AND state = 'paused'), interval '0')`,
-		t.ID, modelKey).Scan(&code, &d.Wait)
+			SELECT error_code, error_param, error_retry_at, provider_key FROM task_attempts
+			WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1)
+		SELECT (SELECT error_code FROM last), (SELECT error_param FROM last),
+		       GREATEST((SELECT paused_until - now() FROM provider_keys
+		                  WHERE key = COALESCE((SELECT provider_key FROM last), $2) AND state = 'paused'),
+		                (SELECT error_retry_at - now() FROM last), interval '0')`,
+		t.ID, modelKey).Scan(&code, &param, &d.Wait)
 	if err != nil {
 		return FailureDetail{}, fmt.Errorf("tasks: failure detail: %w", err)
 	}
 	if code != nil {
 		d.ProviderCode = *code
+	}
+	if param != nil {
+		d.ProviderParam = *param
 	}
 	return d, nil
 }

@@ -1057,16 +1057,24 @@ func (s *Service) modelLabel(name string) string {
 // run's is inserted, under the task's lock, with b.attempt, the next free
 // number, and the task's attempt count follows it.
 func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.Error, latency time.Duration) {
-	var class, code *string
+	var class, code, param *string
 	var status *int
+	var retryAfter *time.Duration // NULL: the provider asked for no wait
 	if pe != nil {
 		c, k, st := string(pe.Class), pe.Code, pe.Status
 		class, code, status = &c, &k, &st
+		if pe.Param != "" {
+			param = &pe.Param
+		}
+		if pe.RetryAfter > 0 {
+			retryAfter = &pe.RetryAfter
+		}
 	}
 	if b.sent {
 		batch.Queue(`
-			UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, finished_at = now()
-			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status)
+			UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, error_param = $7,
+			       error_retry_at = now() + $8::interval, finished_at = now()
+			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status, param, retryAfter)
 		return
 	}
 	if b.riverRun != nil {
@@ -1075,21 +1083,21 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 		batch.Queue(`
 			WITH a AS (
 				INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
-				                           idempotency_key, started_at, finished_at, river_error_attempt)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12)
+				                           idempotency_key, started_at, finished_at, river_error_attempt, error_param, error_retry_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12, $13, now() + $14::interval)
 			)
 			UPDATE tasks SET attempts = $2 WHERE id = $1`,
-			b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, *b.riverRun)
+			b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, *b.riverRun, param, retryAfter)
 		return
 	}
 	batch.Queue(`
 		WITH a AS (
 			INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
-			                           idempotency_key, started_at, finished_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval)
+			                           idempotency_key, started_at, finished_at, error_param, error_retry_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12, now() + $13::interval)
 		)
 		UPDATE tasks SET attempts = $2 WHERE id = $1`,
-		b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency)
+		b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, param, retryAfter)
 }
 
 // outcomeRecord is the replay record of an attempt's outcome, its answer
