@@ -27,7 +27,7 @@ var providerErrors = map[string]map[string]fake.Scripted{
 		kindAnthropic: {Status: 429, Headers: map[string]string{"retry-after": "30"},
 			Body: `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`},
 		kindCloudflare: {Status: 429, Headers: map[string]string{"Retry-After": "30"},
-			Body: `{"success":false,"errors":[{"code":3040,"message":"Rate limited"}],"result":null,"messages":[]}`},
+			Body: `{"success":false,"errors":[{"code":971,"message":"Please wait and consider throttling your request speed"}],"result":null,"messages":[]}`},
 	},
 	"quota": {
 		kindOpenAI:     {Status: 429, Body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`},

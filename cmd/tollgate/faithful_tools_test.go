@@ -123,7 +123,7 @@ func testToolRoundTrip(t *testing.T, w *faithfulWorld, kind string) {
 	case kindAnthropic:
 		checkField(t, kind, got, "tools", anthropicTools)
 		checkField(t, kind, got, "tool_choice", `{"type":"auto","disable_parallel_tool_use":true}`)
-		checkField(t, kind, got, "system", `"You are terse."`)
+		checkField(t, kind, got, "system", `[{"type":"text","text":"You are terse."}]`)
 		checkField(t, kind, got, "messages", `[{"role":"user","content":"What is the weather in Paris? `+marker+`"}]`)
 		checkField(t, kind, got, "max_tokens", `300`)
 	case kindCloudflare:
@@ -289,7 +289,7 @@ func testTasksToolRoundTrip(t *testing.T, w *faithfulWorld, kind string) {
 	if kind == kindOpenAI {
 		checkField(t, kind, got, "messages", fmt.Sprintf(`[
 			{"role":"user","content":"What is the weather in Paris? %s"},
-			{"role":"assistant","content":null,"tool_calls":[{"id":%q,"type":"function","function":{"name":"get_weather","arguments":%q}}]},
+			{"role":"assistant","tool_calls":[{"id":%q,"type":"function","function":{"name":"get_weather","arguments":%q}}]},
 			{"role":"tool","tool_call_id":%q,"content":"{\"temp_c\":21}"}]`, marker, call["id"], fn["arguments"], call["id"]))
 		checkField(t, kind, got, "tools", `[{"type":"function","function":{"name":"get_weather","description":"`+weatherDesc+`","parameters":`+weatherSchema+`}},
 			{"type":"function","function":{"name":"get_time","description":"`+timeDesc+`","parameters":`+timeSchema+`}}]`)
