@@ -352,16 +352,6 @@ func jsonValue(t *testing.T, lit string) any {
 	return v
 }
 
-// asJSON re-decodes v (a struct, a raw message) into plain JSON values.
-func asJSON(t *testing.T, v any) any {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jsonValue(t, string(raw))
-}
-
 // checkField compares one field of a received body with its expected
 // JSON, naming the field.
 func checkField(t *testing.T, kind string, body map[string]any, field, want string) {
