@@ -352,6 +352,17 @@ func jsonValue(t *testing.T, lit string) any {
 	return v
 }
 
+// answerJSON decodes JSON text the model answered (an output, tool-call
+// arguments), failing t with what it was when it is not JSON.
+func answerJSON(t *testing.T, what, text string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		t.Fatalf("%s %q is not JSON: %v", what, text, err)
+	}
+	return v
+}
+
 // checkField compares one field of a received body with its expected
 // JSON, naming the field.
 func checkField(t *testing.T, kind string, body map[string]any, field, want string) {

@@ -82,7 +82,7 @@ func testJSONSchema(t *testing.T, w *faithfulWorld, kind string) {
 	if err != nil {
 		t.Fatalf("json_schema: %v\nlogs:\n%s", err, w.logs)
 	}
-	if diff := cmp.Diff(jsonValue(t, `{"city":"fake","temp_c":-50}`), jsonValue(t, got.Choices[0].Message.Content)); diff != "" {
+	if diff := cmp.Diff(jsonValue(t, `{"city":"fake","temp_c":-50}`), answerJSON(t, "structured output", got.Choices[0].Message.Content)); diff != "" {
 		t.Errorf("structured output mismatch (-want +got):\n%s", diff)
 	}
 	body := w.received(t, "main", kind, marker, 1)

@@ -64,7 +64,7 @@ func checkToolCalls(t *testing.T, got []openai.ChatCompletionMessageToolCallUnio
 		if c.Type != "function" || c.Function.Name != want[i].name {
 			t.Errorf("tool call %d = %s %q; want function %q", i, c.Type, c.Function.Name, want[i].name)
 		}
-		if diff := cmp.Diff(jsonValue(t, want[i].args), jsonValue(t, c.Function.Arguments)); diff != "" {
+		if diff := cmp.Diff(jsonValue(t, want[i].args), answerJSON(t, "tool call arguments", c.Function.Arguments)); diff != "" {
 			t.Errorf("tool call %d arguments mismatch (-want +got):\n%s", i, diff)
 		}
 	}
@@ -275,7 +275,7 @@ func testTasksToolRoundTrip(t *testing.T, w *faithfulWorld, kind string) {
 	if fn["name"] != "get_weather" || call["id"] == "" {
 		t.Fatalf("tool call = %v; want get_weather with an id", call)
 	}
-	if diff := cmp.Diff(jsonValue(t, `{"city":"fake"}`), jsonValue(t, fmt.Sprint(fn["arguments"]))); diff != "" {
+	if diff := cmp.Diff(jsonValue(t, `{"city":"fake"}`), answerJSON(t, "tool call arguments", fmt.Sprint(fn["arguments"]))); diff != "" {
 		t.Errorf("tool call arguments mismatch (-want +got):\n%s", diff)
 	}
 	messages = append(messages,
