@@ -112,6 +112,23 @@ func testAnthropicSampling(t *testing.T, w *faithfulWorld) {
 	checkField(t, kindAnthropic, got, "stop_sequences", `["END"]`)
 	checkField(t, kindAnthropic, got, "metadata", `{"user_id":"user-1"}`)
 	checkField(t, kindAnthropic, got, "max_tokens", `100`)
+
+	// reasoning_effort becomes extended thinking, within the limit.
+	marker = "[reasoning_effort anthropic]"
+	if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:               "main-anthropic",
+		Messages:            []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Think briefly. " + marker)},
+		ReasoningEffort:     shared.ReasoningEffortLow,
+		MaxCompletionTokens: openai.Int(8000),
+	}); err != nil {
+		t.Fatalf("reasoning_effort: %v\nlogs:\n%s", err, w.logs)
+	}
+	got = w.received(t, "main", kindAnthropic, marker, 1)
+	checkField(t, kindAnthropic, got, "max_tokens", `8000`)
+	thinking, _ := got["thinking"].(map[string]any)
+	if budget, _ := thinking["budget_tokens"].(float64); thinking["type"] != "enabled" || budget < 1024 || budget >= 8000 {
+		t.Errorf("anthropic provider received thinking %v; want enabled with a budget from 1024 to below max_tokens", got["thinking"])
+	}
 }
 
 // Workers AI receives the parameters it has.
