@@ -80,7 +80,9 @@ func parseWorkersAI(status int, header http.Header, body []byte) (*Response, err
 	if strings.TrimSpace(content) == "" && len(msg.ToolCalls) == 0 {
 		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
-	finish := ""
+	// Workers AI reports no finish reason: a text answer is a stop, as
+	// OpenAI's would be, and an answer with calls is tool_calls.
+	finish := "stop"
 	if len(msg.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}

@@ -71,7 +71,7 @@ func TestWorkersAIStream(t *testing.T) {
 			wantBody:    `{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}`,
 			wantDeltas:  []provider.Delta{{Content: `{"a":1}`}},
 			want: &provider.Response{Status: 200, Usage: &provider.Usage{InputTokens: 5, OutputTokens: 4},
-				Choices: []provider.Choice{{Message: assistant(`{"a":1}`)}}},
+				Choices: []provider.Choice{{FinishReason: "stop", Message: assistant(`{"a":1}`)}}},
 		},
 		{
 			name: "a server that answers whole",

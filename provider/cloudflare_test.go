@@ -40,7 +40,7 @@ func TestCloudflareCompleteAgainstFake(t *testing.T) {
 				t.Fatalf("Complete: %v", err)
 			}
 			// Workers AI reports neither the model nor a finish reason.
-			want := withMeta(provider.TextResponse(fakeContent(t, msgs), ""), "", &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut}, 200)
+			want := withMeta(provider.TextResponse(fakeContent(t, msgs), "stop"), "", &provider.Usage{InputTokens: 14, OutputTokens: tt.wantOut}, 200)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Complete mismatch (-want +got):\n%s", diff)
 			}
@@ -65,12 +65,12 @@ func TestCloudflareCompleteScripted(t *testing.T) {
 		{
 			name:   "success without usage",
 			script: fake.Scripted{Body: ok(`{"response":"hello"}`)},
-			want:   withMeta(provider.TextResponse("hello", ""), "", nil, 200),
+			want:   withMeta(provider.TextResponse("hello", "stop"), "", nil, 200),
 		},
 		{
 			name:   "JSON mode object re-encoded as text",
 			script: fake.Scripted{Body: ok(`{"response":{ "answer" : 42, "tags": ["a"] },` + usage + `}`)},
-			want:   withMeta(provider.TextResponse(`{"answer":42,"tags":["a"]}`, ""), "", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+			want:   withMeta(provider.TextResponse(`{"answer":42,"tags":["a"]}`, "stop"), "", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
 		},
 		{
 			name:   "OpenAI-shaped result",
@@ -154,7 +154,7 @@ func TestCloudflareCompleteScripted(t *testing.T) {
 		{
 			name:   "200 negative usage",
 			script: fake.Scripted{Body: ok(`{"response":"hi","usage":{"prompt_tokens":-3,"completion_tokens":2}}`)},
-			want:   withMeta(provider.TextResponse("hi", ""), "", &provider.Usage{InputTokens: -3, OutputTokens: 2}, 200),
+			want:   withMeta(provider.TextResponse("hi", "stop"), "", &provider.Usage{InputTokens: -3, OutputTokens: 2}, 200),
 		},
 	})
 }

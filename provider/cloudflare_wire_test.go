@@ -254,7 +254,7 @@ func TestWorkersAIResponses(t *testing.T) {
 		{
 			name: "text with usage",
 			body: ok(`{"response":"Hello","tool_calls":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`),
-			want: answer("Hello", "", &provider.Usage{InputTokens: 3, OutputTokens: 2}),
+			want: answer("Hello", "stop", &provider.Usage{InputTokens: 3, OutputTokens: 2}),
 		},
 		{
 			name: "OpenAI-shaped result with tool calls and usage classes",

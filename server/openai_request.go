@@ -33,7 +33,8 @@ type oaiRequest struct {
 	Passthrough   json.RawMessage   `json:"passthrough"`
 	Stream        bool              `json:"stream"`
 	StreamOptions *oaiStreamOptions `json:"stream_options"`
-	// Metadata is OpenAI's: strings, kept as the task's metadata.
+	// Metadata is OpenAI's: strings, kept as the task's metadata, and
+	// sent on with store (see task).
 	Metadata map[string]string `json:"metadata"`
 
 	extra map[string]json.RawMessage // the unknown top-level fields
@@ -57,6 +58,17 @@ func (r oaiRequest) task() (tasks.Request, error) {
 		}
 		if r.Passthrough != nil {
 			out.Extra["passthrough"] = r.Passthrough
+		}
+		if _, stored := r.extra["store"]; stored && r.Metadata != nil {
+			// With store, metadata tags the completion OpenAI keeps, so
+			// it goes to the provider as well as on the task. Without
+			// it OpenAI acts on no metadata (it refuses one): it is the
+			// task's alone.
+			raw, err := json.Marshal(r.Metadata)
+			if err != nil {
+				return out, err
+			}
+			out.Extra["metadata"] = raw
 		}
 	}
 	if r.Stream && r.N > 1 {

@@ -336,6 +336,12 @@ func (c *chatCheck) extra(extra map[string]json.RawMessage) {
 			at = "passthrough." + k
 		}
 		switch {
+		case k == "metadata" && extra["store"] != nil:
+			// OpenAI's metadata tags a stored completion: it passes
+			// with store, and only then means anything to the provider.
+			if !json.Valid(extra[k]) {
+				c.add(at, "must be a JSON value")
+			}
 		case reserved[k]:
 			c.add(at, "is a field of the request itself; set it there")
 		case !extraPattern.MatchString(k):

@@ -56,7 +56,7 @@ const agentRequest = `{
 	"presence_penalty": -2, "frequency_penalty": 2, "logit_bias": {"50256": -100, "1": 100},
 	"logprobs": true, "top_logprobs": 20, "n": 128, "user": "u-1", "safety_identifier": "s-1",
 	"reasoning_effort": "minimal", "verbosity": "low",
-	"passthrough": {"service_tier": "flex", "prediction": {"type": "content", "content": "x"}, "store": false},
+	"passthrough": {"service_tier": "flex", "prediction": {"type": "content", "content": "x"}, "store": false, "metadata": {"team": "search"}},
 	"metadata": {"ticket": 7},
 	"deadline_s": 60
 }`
@@ -142,6 +142,7 @@ func TestValidateNamesEveryBadChatField(t *testing.T) {
 		{"verbosity", `,"verbosity":"loud"`, ``, []string{"verbosity"}},
 		{"passthrough naming a field", `,"passthrough":{"temperature":1,"stream":true}`, ``, []string{"passthrough.stream", "passthrough.temperature"}},
 		{"passthrough name", `,"passthrough":{"Service Tier":"x"}`, ``, []string{`passthrough["Service Tier"]`}},
+		{"passthrough metadata without store", `,"passthrough":{"metadata":{"team":"a"}}`, ``, []string{"passthrough.metadata"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

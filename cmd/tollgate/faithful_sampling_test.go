@@ -76,7 +76,9 @@ func testEverySamplingParameter(t *testing.T, w *faithfulWorld) {
 	checkSameFields(t, log.sent(t), received, reasoningProviderModel)
 }
 
-// OpenAI's metadata (string pairs) is carried to an OpenAI-kind provider.
+// OpenAI's metadata (string pairs) tags a stored completion: with store it
+// is carried to an OpenAI-kind provider (without store it is the task's
+// metadata only, as OpenAI acts on none).
 func testMetadataCarried(t *testing.T, w *faithfulWorld) {
 	client, log := w.sdk()
 	marker := "[metadata openai]"
@@ -84,6 +86,7 @@ func testMetadataCarried(t *testing.T, w *faithfulWorld) {
 		Model:    "main-openai",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello " + marker)},
 		Metadata: shared.Metadata{"team": "search"},
+		Store:    openai.Bool(true),
 	}); err != nil {
 		t.Fatalf("metadata: %v\nlogs:\n%s", err, w.logs)
 	}
