@@ -125,12 +125,12 @@ const usageReport = `{
   "groups": [],
   "rows": [{
     "task_id": "` + taskID + `", "owner_id": "owner-1", "workload": "", "model": "fake-small",
-    "input_tokens": 12, "output_tokens": 3, "source": "estimated",
+    "input_tokens": 12, "output_tokens": 3, "cached_input_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0, "source": "estimated",
     "cost_micros": 420, "charged_micros": 400, "shortfall_micros": 20,
     "settled_at": "2025-01-02T03:04:07Z"
   }],
   "totals": {
-    "tasks": 1, "input_tokens": 12, "output_tokens": 3, "cost_micros": 420,
+    "tasks": 1, "input_tokens": 12, "output_tokens": 3, "cached_input_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_micros": 420,
     "charged_micros": 400, "shortfall_micros": 20, "reported_micros": 0, "estimated_micros": 420,
     "possibly_charged_micros": 0
   }
