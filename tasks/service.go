@@ -624,13 +624,6 @@ func (s *Service) estimate(fitting []catalog.Model, priced bool, req Request) (a
 	return max(amount, 1), !priced
 }
 
-func (s *Service) maxTokens(req Request) int {
-	if n := req.OutputLimit(); n > 0 {
-		return n
-	}
-	return s.cfg.DefaultMaxTokens
-}
-
 // providerRequest is the call begun makes: the raw request as chatFor
 // sends it to the attempt's model.
 func (s *Service) providerRequest(begun *begunAttempt) provider.Request {
