@@ -3,6 +3,8 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -180,7 +182,7 @@ func workersAIBody(chat Chat) (*workersAIRequest, error) {
 	case p.Verbosity != "":
 		return nil, unsupported("verbosity", "Workers AI has no verbosity")
 	}
-	if keys := sortedKeys(chat.Extra); len(keys) > 0 {
+	if keys := slices.Sorted(maps.Keys(chat.Extra)); len(keys) > 0 {
 		return nil, unsupported(keys[0], "Workers AI has no "+keys[0])
 	}
 	return body, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -52,7 +53,7 @@ func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 func (c *OpenAI) Check(chat Chat) error { return checkPassthrough(chat.Extra) }
 
 func checkPassthrough(extra map[string]json.RawMessage) error {
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if openAIKnownFields[k] {
 			return &Unsupported{Field: k, Reason: "a passthrough field must not override the request's own " + k}
 		}
@@ -139,7 +140,7 @@ func openAIBody(chat Chat, stream bool) (json.RawMessage, error) {
 	if stream {
 		buf.WriteString(`,"stream":true,"stream_options":{"include_usage":true}`)
 	}
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		v := bytes.TrimSpace(extra[k])
 		if !json.Valid(v) {
 			return nil, rejectedLocally(&Unsupported{Field: k, Reason: "the passthrough value is not valid JSON"})
@@ -155,15 +156,6 @@ func openAIBody(chat Chat, stream bool) (json.RawMessage, error) {
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // ClassifyOpenAI classifies a non-2xx response from an OpenAI-compatible

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -301,7 +302,7 @@ func (c *chatCheck) params(p provider.Params) {
 			c.add(fmt.Sprintf("stop[%d]", i), "must not be empty")
 		}
 	}
-	for _, tok := range sortedKeys(p.LogitBias) {
+	for _, tok := range slices.Sorted(maps.Keys(p.LogitBias)) {
 		at := "logit_bias[" + strconv.Quote(tok) + "]"
 		if id, err := strconv.ParseUint(tok, 10, 32); err != nil || strconv.FormatUint(id, 10) != tok {
 			c.add(at, "must be keyed by token ids (whole numbers)")
@@ -330,7 +331,7 @@ func (c *chatCheck) params(p provider.Params) {
 }
 
 func (c *chatCheck) extra(extra map[string]json.RawMessage) {
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		at := "passthrough[" + strconv.Quote(k) + "]"
 		if extraPattern.MatchString(k) {
 			at = "passthrough." + k
@@ -399,13 +400,4 @@ func schemaReason(err error) string {
 		loc = strings.ToValidUTF8(loc[:200], "") + "…"
 	}
 	return "at " + loc
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
