@@ -418,7 +418,9 @@ func (s *Service) Submission(c Call) (tasks.Submission, error) {
 // whole of it is the task's request, so the idempotency hash covers the
 // continuation too.
 func (r *Route) request(system, user string, continuation []provider.Message) tasks.Request {
-	req := tasks.Request{JSONMode: r.OutputJSON}
+	// JSON mode only when the route asks for no schema of its own: the
+	// two are one request's alternatives.
+	req := tasks.Request{JSONMode: r.OutputJSON && r.chat.ResponseFormat == nil}
 	req.Model = r.Model
 	if r.chat.Reasoning {
 		req.MaxCompletionTokens = r.MaxTokens

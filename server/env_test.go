@@ -53,6 +53,8 @@ models:
   - {name: test-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, vision: true, json_schema: true}
   - {name: plain-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000}
   - {name: reasoning-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, json_schema: true, reasoning: true}
+  - {name: agent-model, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, vision: true, json_schema: true, reasoning: true}
+  - {name: agent-model-b, provider: default, input_micros_per_mtok: 1000000, output_micros_per_mtok: 2000000, tools: true, vision: true, json_schema: true, reasoning: true}
   - name: chain-model
     provider: default
     provider_model: primary-v1

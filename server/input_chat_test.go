@@ -35,7 +35,7 @@ const agentMessages = `[
 ]`
 
 const agentFields = `
-	"model": "test-model",
+	"model": "agent-model",
 	"messages": ` + agentMessages + `,
 	"max_completion_tokens": 40,
 	"tools": [
@@ -98,7 +98,7 @@ var fieldChanges = []struct {
 	field  string
 	change change
 }{
-	{"model", func(m map[string]any, _ func(string, any)) { m["model"] = "backup-model" }},
+	{"model", func(m map[string]any, _ func(string, any)) { m["model"] = "agent-model-b" }},
 	{"messages[].role", func(m map[string]any, _ func(string, any)) { msg(m, 0)["role"] = "system" }},
 	{"messages[].content", func(m map[string]any, _ func(string, any)) { msg(m, 7)["content"] = "Try once more." }},
 	{"messages[].name", func(m map[string]any, _ func(string, any)) { msg(m, 2)["name"] = "bob" }},
@@ -279,7 +279,7 @@ func TestBadChatFieldsAreRefusedBeforeAnythingIsSpent(t *testing.T) {
 		{"passthrough naming a field", body("", `,"passthrough":{"temperature":1}`), "passthrough.temperature"},
 		{"passthrough stream", body("", `,"passthrough":{"stream":true}`), "passthrough.stream"},
 		{"json_mode with response_format", body("", `,"json_mode":true,"response_format":{"type":"json_object"}`), "json_mode"},
-		{"route with a chat field", `{"route":"tagline","input":{"product":"p"},"temperature":1}`, "route"},
+		{"route with a chat field", `{"route":"tagline","input":{"product":"p"},"temperature":1}`, "temperature"},
 	}...)
 	openAI := append(both[:len(both):len(both)], []struct{ name, body, field string }{
 		{"stream with n > 1", body("", `,"n":2,"stream":true`), "n"},

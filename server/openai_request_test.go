@@ -25,7 +25,7 @@ func sdkAgentParams() openai.ChatCompletionNewParams {
 			ID: id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: name, Arguments: args}}}
 	}
 	return openai.ChatCompletionNewParams{
-		Model: "test-model",
+		Model: "agent-model",
 		Messages: []openai.ChatCompletionMessageParamUnion{
 			openai.DeveloperMessage("Be brief."),
 			openai.SystemMessage(text("Use tools.")),
