@@ -198,7 +198,7 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("session cookie: HttpOnly %v, SameSite %q; want HttpOnly and Strict", cookie.HTTPOnly, cookie.SameSite)
 		}
 		lines := fetchCSV(t, e.url+href, cookie)
-		if want := "settled_at,task_id,owner_id,workload,model,source,input_tokens,output_tokens,cost_micros,charged_micros,shortfall_micros,cost,charged"; lines[0] != want {
+		if want := "settled_at,task_id,owner_id,workload,model,source,input_tokens,output_tokens,cost_micros,charged_micros,shortfall_micros,cost,charged,cached_input_tokens,cache_write_tokens,reasoning_tokens"; lines[0] != want {
 			t.Errorf("CSV header = %q, want %q", lines[0], want)
 		}
 		if got := int64(len(lines) - 1); got != api["tasks"] {
