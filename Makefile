@@ -5,7 +5,7 @@
 #   make test   vet, then run every test (real PostgreSQL, race detector)
 #
 # Every variable the service reads (DATABASE_URL, TOLLGATE_ADDR, ...) is
-# passed through from the environment; see README.md.
+# passed through from the environment; see docs/configuration.md.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c

@@ -53,8 +53,8 @@ const (
 	FieldRawBodies      Field = "the raw request (images included), the output, the answer"
 )
 
-// Fields is the table: each field's treatment. README.md's "Privacy:
-// redaction and sealing" prints it, and a test holds the two together.
+// Fields is the table: each field's treatment. docs/operations.md's
+// "Privacy: redaction and sealing" prints it, and a test holds the two together.
 var Fields = map[Field]Treatment{
 	FieldMessages:       RedactText,
 	FieldMetadataKey:    RedactText,

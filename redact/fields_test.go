@@ -6,18 +6,18 @@ import (
 	"testing"
 )
 
-// TestREADMEPrintsTheFieldsTable holds the README's privacy table and
+// TestREADMEPrintsTheFieldsTable holds docs/operations.md's privacy table and
 // Fields together: every field has a row naming its treatment.
 func TestREADMEPrintsTheFieldsTable(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	section := string(b)
 	start := strings.Index(section, "## Privacy: redaction and sealing")
 	if start < 0 {
-		t.Fatal(`README.md has no "## Privacy: redaction and sealing"`)
+		t.Fatal(`docs/operations.md has no "## Privacy: redaction and sealing"`)
 	}
 	section = section[start:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
@@ -25,7 +25,7 @@ func TestREADMEPrintsTheFieldsTable(t *testing.T) {
 	}
 	for f, tr := range Fields {
 		if !strings.Contains(section, "| "+string(f)+" | "+string(tr)) {
-			t.Errorf("README's privacy table lacks the row %q | %q", f, tr)
+			t.Errorf("docs/operations.md's privacy table lacks the row %q | %q", f, tr)
 		}
 	}
 }

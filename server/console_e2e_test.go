@@ -39,7 +39,7 @@ import (
 // test skips on a developer machine and fails when CI is set.
 //
 // TOLLGATE_SCREENSHOTS=1 also saves the main pages as docs/img/console-*.png
-// for the README.
+// for docs/operations.md, "The console".
 
 const (
 	// browserBudget bounds the whole browser session, start to finish.

@@ -15,7 +15,7 @@ import (
 )
 
 // The metrics name owners and their budget use, so who may read them is
-// configured (README, Metrics): open on the API's address by default;
+// configured (docs/operations.md, Metrics): open on the API's address by default;
 // with Deps.MetricsToken, only that bearer token or an admin API key; with
 // Deps.MetricsElsewhere (TOLLGATE_METRICS_ADDR), only an admin API key
 // here, and the scraper reads MetricsHandler on its own listener. An admin

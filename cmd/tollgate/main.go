@@ -9,7 +9,7 @@
 //	tollgate status                      print queues, gates, budgets near limits, oldest tasks
 //	tollgate fakeprovider                run the deterministic fake model provider
 //
-// Configuration comes from the environment; see README.md.
+// Configuration comes from the environment; see docs/configuration.md.
 package main
 
 import (
