@@ -6,8 +6,8 @@
 -- words reach about 8), which failed the task's INSERT. Within 65,536
 -- characters the worst case found stays under half the limit, so no stored
 -- request can fail on its index, and the index's work per row is bounded.
--- tasks.searchSQL uses the same expression; docs/api.md "Replay records
--- for support" documents the bound. Rebuilding the index takes a lock on
+-- tasks.searchSQL uses the same expression; README "Replay records for
+-- support" documents the bound. Rebuilding the index takes a lock on
 -- writes to tasks for as long as it takes to build.
 DROP INDEX tasks_request_text;
 CREATE INDEX tasks_request_text ON tasks USING gin (to_tsvector('simple', left(request::text, 65536)));
