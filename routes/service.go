@@ -15,7 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
-	"github.com/tollgate/tollgate/circuit"
+	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
@@ -220,11 +220,11 @@ func (s *Service) budgetGuard(ctx context.Context, r *Route, c Call) (string, er
 	if err != nil {
 		return "", err
 	}
-	st, err := circuit.NewStore(s.pool).Get(ctx, m.Provider)
+	st, err := gate.NewStore(s.pool).Get(ctx, m.Provider)
 	if err != nil {
 		return "", err
 	}
-	if st.Mode == circuit.Open {
+	if st.Mode == gate.Open {
 		return ReasonCircuitOpen, nil
 	}
 	// The end user is counted by its digest: route_limits never holds it.

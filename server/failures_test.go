@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/accounts"
-	"github.com/tollgate/tollgate/circuit"
+	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -230,7 +230,7 @@ func TestExhaustedAccountOpensTheBreakerAndAProbeClosesIt(t *testing.T) {
 
 	// The account is topped up (the fake answers successes again); an
 	// operator brings the probe forward instead of waiting an hour.
-	if err := circuit.NewStore(e.pool).ProbeNow(t.Context(), "default"); err != nil {
+	if err := gate.NewStore(e.pool).ProbeNow(t.Context(), "default"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range append(ids, first.ID) {

@@ -95,7 +95,7 @@ func New(d Deps) *echo.Echo {
 	// parameter, path segment or read header with a NUL or invalid UTF-8
 	// reaches a handler.
 	e.Use(traceID, logServerErrors(d.Logger), countRequests(d.Metrics), recoverPanics, checkParams)
-	registerRoutes(e, &d)
+	registerEndpoints(e, &d)
 	mountConsole(e, &d)
 	return e
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
-	"github.com/tollgate/tollgate/circuit"
+	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/internal/keylock"
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/metrics"
@@ -450,10 +450,10 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// time the insert runs; the unique constraint decides that race below.
 	// It also reads the gate of the model's provider key when the task may
 	// run on arrival (claimArrival).
-	gate := circuit.Open
-	var gateRead *circuit.Mode
+	keyGate := gate.Open
+	var gateRead *gate.Mode
 	if !sub.Inline && s.mayRunOnArrival() {
-		gateRead = &gate
+		gateRead = &keyGate
 	}
 	// The same round trip reads whether the owner's budget has no room
 	// for the reservation at all: such a request is refused before it is
@@ -505,7 +505,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		deadline: deadline, sub: sub, providerKey: m.Provider}
 	var arrival *arrivalClaim
 	if !sub.Inline {
-		arrival = s.claimArrival(m, gate == circuit.Closed)
+		arrival = s.claimArrival(m, keyGate == gate.Closed)
 	}
 	a.onArrival = arrival != nil
 	if arrival == nil && !sub.Inline {
@@ -583,13 +583,13 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // request's hash keyed and plain: a task admitted before keys and hashes
 // were keyed holds the latter.
 // also, when not nil, queues further reads on the same round trip.
-func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashes [][]byte, providerKey string, gate *circuit.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
+func (s *Service) lookup(ctx context.Context, owner string, keys []string, hashes [][]byte, providerKey string, mode *gate.Mode, also func(*pgx.Batch)) (policy string, t *Task, hashOK bool, err error) {
 	b := &pgx.Batch{}
 	if also != nil {
 		also(b)
 	}
-	if gate != nil {
-		circuit.QueuePeek(b, providerKey, gate)
+	if mode != nil {
+		gate.QueuePeek(b, providerKey, mode)
 	}
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&policy)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
-	"github.com/tollgate/tollgate/circuit"
+	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
@@ -436,13 +436,13 @@ func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error)
 	// The gate read is the job's queue's provider key: the key the task
 	// runs on, unless a fallback moved it, which the check below catches.
 	var st attemptState
-	var mode circuit.Mode
+	var mode gate.Mode
 	b := &pgx.Batch{}
 	b.Queue(attemptStateSQL, r.taskID).Query(func(rows pgx.Rows) (err error) {
 		st, err = collectAttemptState(rows)
 		return err
 	})
-	circuit.QueuePeek(b, r.providerKey, &mode)
+	gate.QueuePeek(b, r.providerKey, &mode)
 	err := s.pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
@@ -464,7 +464,7 @@ func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error)
 	if err != nil {
 		return nil, nil
 	}
-	if m.Provider != r.providerKey || mode != circuit.Closed {
+	if m.Provider != r.providerKey || mode != gate.Closed {
 		return nil, nil
 	}
 	t.Request = raw
@@ -558,28 +558,28 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 			return fail(failureFor(lastClass, jc.lastCode, "attempts"), jc)
 		}
 
-		gate, err := circuit.AdmitTx(ctx, tx, m.Provider, s.cfg.ProbeEvery)
+		pass, err := gate.AdmitTx(ctx, tx, m.Provider, s.cfg.ProbeEvery)
 		if err != nil {
 			return err
 		}
-		if !gate.Call && r.stream {
+		if !pass.Call && r.stream {
 			// A client waiting on a stream cannot wait out a pause.
-			return fail(failureFor(provider.Class(gate.ReasonClass), gate.ReasonCode, ""), jc)
+			return fail(failureFor(provider.Class(pass.ReasonClass), pass.ReasonCode, ""), jc)
 		}
-		if !gate.Call {
+		if !pass.Call {
 			// The key is paused or its breaker is open: the task stays
 			// queued, its error saying why it waits, and no attempt is used.
-			why := failureFor(provider.Class(gate.ReasonClass), gate.ReasonCode, "")
+			why := failureFor(provider.Class(pass.ReasonClass), pass.ReasonCode, "")
 			why.Message = "Waiting: " + why.Message
 			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', error = $2, updated_at = now() WHERE id = $1`, t.ID, why); err != nil {
 				return err
 			}
-			after = river.JobSnooze(s.snooze(gate.Wait, left))
+			after = river.JobSnooze(s.snooze(pass.Wait, left))
 			return nil
 		}
 
 		n := st.last + 1
-		begun = &begunAttempt{task: t, attempt: n, startAt: s.cfg.Now(), probe: gate.Probe, model: m, prov: prov, raw: raw}
+		begun = &begunAttempt{task: t, attempt: n, startAt: s.cfg.Now(), probe: pass.Probe, model: m, prov: prov, raw: raw}
 		if !r.inline {
 			return nil // journalled with its outcome, like the quick path's
 		}
@@ -826,7 +826,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 			if pause <= 0 {
 				pause = s.cfg.RetryBase
 			}
-			wait, err := circuit.PauseTx(ctx, tx, b.model.Provider, min(pause, s.cfg.RetryMax), string(pe.Class), pe.Code)
+			wait, err := gate.PauseTx(ctx, tx, b.model.Provider, min(pause, s.cfg.RetryMax), string(pe.Class), pe.Code)
 			if err != nil {
 				return err
 			}
@@ -841,7 +841,7 @@ func (s *Service) recordOutcome(ctx context.Context, r *run, b *begunAttempt,
 				return requeue(&f)
 			}
 		case pe.Class == provider.ClassExhausted:
-			opened, err := circuit.OpenTx(ctx, tx, b.model.Provider, s.cfg.ProbeEvery, string(pe.Class), pe.Code)
+			opened, err := gate.OpenTx(ctx, tx, b.model.Provider, s.cfg.ProbeEvery, string(pe.Class), pe.Code)
 			if err != nil {
 				return err
 			}
@@ -944,7 +944,7 @@ func (s *Service) queueAttempt(batch *pgx.Batch, t Task, r *run, b *begunAttempt
 		batch.Queue(forgetKeptSQL, t.ID, b.keptKey) // recorded: the copy goes with it
 	}
 	if pe == nil {
-		circuit.QueueClose(batch, b.model.Provider, wasClosed)
+		gate.QueueClose(batch, b.model.Provider, wasClosed)
 	}
 	return nil
 }
@@ -1323,11 +1323,11 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, curre
 		if s.fits(next, t.Request) != nil {
 			continue
 		}
-		mode, err := circuit.ModeTx(ctx, tx, next.Provider)
+		mode, err := gate.ModeTx(ctx, tx, next.Provider)
 		if err != nil {
 			return false, err
 		}
-		if mode == circuit.Open {
+		if mode == gate.Open {
 			continue
 		}
 		res, err := s.river.InsertTx(ctx, tx, TaskArgs{TaskID: t.ID, TraceID: r.traceID, TraceParent: tracing.TraceParent(ctx)}, &river.InsertOpts{Queue: queueFor(next.Provider)})

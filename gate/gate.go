@@ -1,4 +1,4 @@
-// Package circuit owns the gate in front of each provider key: a throttle
+// Package gate owns the gate in front of each provider key: a throttle
 // pause when the provider asks us to slow down, and a circuit breaker when
 // the account behind the key is exhausted (quota, credit, billing, revoked
 // key).
@@ -9,7 +9,7 @@
 // clocks still agree. An open breaker lets one probe call through per probe
 // interval; the probe's success closes it and the queue drains as if nothing
 // had happened.
-package circuit
+package gate
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func AdmitTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duratio
 		return Decision{Call: true, Mode: Closed}, nil
 	}
 	if err != nil {
-		return Decision{}, fmt.Errorf("circuit: admit: %w", err)
+		return Decision{}, fmt.Errorf("gate: admit: %w", err)
 	}
 	d.Mode = Mode(mode)
 	if class != nil {
@@ -80,7 +80,7 @@ func AdmitTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duratio
 			UPDATE provider_keys SET next_probe_at = now() + $2::interval, updated_at = now()
 			WHERE key = $1 AND state = 'open' AND next_probe_at <= now()`, key, probeEvery)
 		if err != nil {
-			return Decision{}, fmt.Errorf("circuit: claim probe: %w", err)
+			return Decision{}, fmt.Errorf("gate: claim probe: %w", err)
 		}
 		if tag.RowsAffected() == 1 {
 			d.Call, d.Probe = true, true
@@ -110,7 +110,7 @@ func PauseTx(ctx context.Context, tx pgx.Tx, key string, d time.Duration, class,
 		RETURNING GREATEST(CASE k.state WHEN 'open' THEN k.next_probe_at ELSE k.paused_until END - now(), interval '0')`,
 		key, d, class, code).Scan(&left)
 	if err != nil {
-		return 0, fmt.Errorf("circuit: pause: %w", err)
+		return 0, fmt.Errorf("gate: pause: %w", err)
 	}
 	return left, nil
 }
@@ -132,7 +132,7 @@ func OpenTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duration
 			paused_until = NULL, updated_at = now()
 		RETURNING COALESCE((SELECT state = 'open' FROM prev), false)`, key, probeEvery, class, code).Scan(&wasOpen)
 	if err != nil {
-		return false, fmt.Errorf("circuit: open: %w", err)
+		return false, fmt.Errorf("gate: open: %w", err)
 	}
 	return !wasOpen, nil
 }
@@ -157,7 +157,7 @@ func QueuePeek(b *pgx.Batch, key string, mode *Mode) {
 	b.Queue(`SELECT state FROM provider_keys WHERE key = $1`, key).Query(func(rows pgx.Rows) error {
 		m, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return fmt.Errorf("circuit: mode: %w", err)
+			return fmt.Errorf("gate: mode: %w", err)
 		}
 		*mode = Closed
 		if len(m) == 1 {
@@ -198,7 +198,7 @@ func (s *Store) Get(ctx context.Context, key string) (State, error) {
 		return st, nil
 	}
 	if err != nil {
-		return State{}, fmt.Errorf("circuit: get: %w", err)
+		return State{}, fmt.Errorf("gate: get: %w", err)
 	}
 	st.Mode = Mode(mode)
 	return st, nil
@@ -209,7 +209,7 @@ func (s *Store) Get(ctx context.Context, key string) (State, error) {
 func (s *Store) ProbeNow(ctx context.Context, key string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE provider_keys SET next_probe_at = now(), updated_at = now() WHERE key = $1 AND state = 'open'`, key)
 	if err != nil {
-		return fmt.Errorf("circuit: probe now: %w", err)
+		return fmt.Errorf("gate: probe now: %w", err)
 	}
 	return nil
 }

@@ -4,8 +4,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// registerRoutes registers the whole API surface. Keep it in step with openapi.yaml.
-func registerRoutes(e *echo.Echo, d *Deps) {
+// registerEndpoints registers the whole API surface. Keep it in step with openapi.yaml.
+func registerEndpoints(e *echo.Echo, d *Deps) {
 	e.GET("/healthz", healthz)
 	e.GET("/readyz", readyz(d))
 	e.GET("/metrics", metricsEndpoint(d))
