@@ -39,11 +39,16 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
+# make lint: gofmt, vet, staticcheck, and the core's size limits: no function
+# in tasks/ or budget/ above cyclomatic complexity 20 (gocyclo), none in
+# the core taking more than six parameters (tools/paramlimit).
 lint:
 	@files=$$(gofmt -l .); if [[ -n $$files ]]; then \
 		echo "gofmt -l: these files need gofmt -w:" >&2; echo "$$files" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	$(GO) tool gocyclo -over 20 -ignore '_test' tasks budget
+	$(GO) run ./tools/paramlimit -max 6 tasks budget gate replay
 
 # make bench: the performance harness of issue 9, never part of make test.
 # Measures the pgbench ceiling of one task's SQL, then Tollgate at each rate
