@@ -45,7 +45,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tollgate/tollgate/bench"
+	"github.com/tollgate/tollgate/tools/bench"
 )
 
 func main() {
@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		pgbenchScript  = fs.String("pgbench-script", "scripts/pgbench-task.sql", "pgbench `script`: one task's happy path")
 		pgbenchClients = fs.String("pgbench-clients", "1,2,4,8,16", "pgbench client `counts`; the best counts")
 		pgbenchDur     = fs.Duration("pgbench-duration", 10*time.Second, "pgbench run `length` per client count")
-		out            = fs.String("out", "bench/results/latest.json", "write the report as JSON to `path`; empty for none")
+		out            = fs.String("out", "tools/bench/results/latest.json", "write the report as JSON to `path`; empty for none")
 		printWorkers   = fs.Bool("print-workers", false, "print the TOLLGATE_WORKERS that -rates and -provider-latency need, and exit")
 		scenarios      = fs.String("scenarios", bench.ScenarioThroughput, "`scenarios` to run, comma-separated: throughput, agent, inflight, duplicates, or all")
 		agentRates     = fs.String("agent-rates", "10,25,50,100", "agent: arrival `rates` per second, comma-separated; one step each")

@@ -12,11 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/bench"
+	"github.com/tollgate/tollgate/tools/bench"
 )
 
 // Report is one run of the data scenarios, as written to
-// bench/results/data.json.
+// tools/bench/results/data.json.
 type Report struct {
 	StartedAt  time.Time   `json:"started_at"`
 	FinishedAt time.Time   `json:"finished_at"`

@@ -4,10 +4,10 @@
 // export over ten million ledger rows (issue 9, scenarios 4 and 5).
 // scripts/bench-data.sh runs it twice, around starting `tollgate serve`:
 //
-//	tollbench-data -seed -db postgres://.../tollgate_bigdata -tasks 1000000 -ledger 10000000 -out bench/results/data.json
+//	tollbench-data -seed -db postgres://.../tollgate_bigdata -tasks 1000000 -ledger 10000000 -out tools/bench/results/data.json
 //	tollbench-data -measure -db postgres://.../tollgate_bigdata -url http://127.0.0.1:18680 \
 //	    -support-key tg_... -finance-key tg_... -client-key tg_... -server-pid PID \
-//	    -seed-report bench/results/data.json -out bench/results/data.json
+//	    -seed-report tools/bench/results/data.json -out tools/bench/results/data.json
 //
 // Keys may come from $TOLLBENCH_SUPPORT_KEY, $TOLLBENCH_FINANCE_KEY and
 // $TOLLBENCH_CLIENT_KEY instead. The seed needs a migrated database with no
@@ -28,7 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/bench/bigdata"
+	"github.com/tollgate/tollgate/tools/bench/bigdata"
 )
 
 func main() {
@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dbURL      = fs.String("db", getenv("DATABASE_URL"), "the scratch database's `URL` (default $DATABASE_URL)")
 		days       = fs.Int("days", 90, "the history spans this many `days`, ending now")
 		seedReport = fs.String("seed-report", "", "with -measure: include the seed report from this earlier -out `file`")
-		out        = fs.String("out", "bench/results/data.json", "write the report as JSON to `path`; empty for none")
+		out        = fs.String("out", "tools/bench/results/data.json", "write the report as JSON to `path`; empty for none")
 		revision   = fs.String("revision", "", "name of the code measured, e.g. git describe --always --dirty")
 	)
 	fs.Int64Var(&shape.Tasks, "tasks", shape.Tasks, "tasks to seed, each with its attempts and replay records")

@@ -11,19 +11,19 @@
 #
 # With Go, PostgreSQL and npm, it
 #   1. installs the pinned @portkey-ai/gateway (package-lock.json) into
-#      bench/peer/node_modules, unless that version is already there; it
+#      tools/bench/peer/node_modules, unless that version is already there; it
 #      exits 0 with "skipped: npm not available" when npm is missing or the
 #      install fails;
 #   2. builds tollgate from the last commit (git archive HEAD: the shared
 #      checkout may hold others' unfinished edits) and the load client
-#      (bench/peer, standard library only) into a temporary folder, so that
+#      (tools/bench/peer, standard library only) into a temporary folder, so that
 #      the shared bin/ is left alone; PEER_TOLLGATE_BIN skips the first;
 #   3. recreates the scratch database $PEER_DB, migrated, with owner "peer",
 #      a budget that cannot run out and a client key;
 #   4. starts the fake provider, Portkey (--headless) and `tollgate serve`
-#      with MODEL_BASE_URL at the fake (logs in bench/peer/logs/);
+#      with MODEL_BASE_URL at the fake (logs in tools/bench/peer/logs/);
 #   5. runs the load client, which warms every target up, measures each in
-#      turn, prints the tables and writes bench/results/peer.json;
+#      turn, prints the tables and writes tools/bench/results/peer.json;
 #   6. stops what it started, however it exits.
 #
 # env (all optional):
@@ -36,14 +36,14 @@
 #   PEER_FAKE_ADDR     fake provider's address                 (127.0.0.1:18781)
 #   PEER_PORTKEY_PORT  Portkey's port; it listens on every interface (18782)
 #   PEER_ADDR          tollgate serve's address                (127.0.0.1:18783)
-#   PEER_OUT           the JSON report                         (bench/results/peer.json)
+#   PEER_OUT           the JSON report                         (tools/bench/results/peer.json)
 #   PEER_TOLLGATE_BIN  a tollgate binary to measure            (built from HEAD)
 #
-# usage: bench/peer/run.sh   (from anywhere; it works from the repository root)
+# usage: tools/bench/peer/run.sh   (from anywhere; it works from the repository root)
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 
-readonly here=bench/peer
+readonly here=tools/bench/peer
 readonly logs=$here/logs
 readonly gateway=$here/node_modules/@portkey-ai/gateway
 pg=${PEER_PG:-postgres://postgres@127.0.0.1:5432}
@@ -51,7 +51,7 @@ db=${PEER_DB:-tollgate_peer}
 fake_addr=${PEER_FAKE_ADDR:-127.0.0.1:18781}
 portkey_port=${PEER_PORTKEY_PORT:-18782}
 addr=${PEER_ADDR:-127.0.0.1:18783}
-out=${PEER_OUT:-bench/results/peer.json}
+out=${PEER_OUT:-tools/bench/results/peer.json}
 owner=peer
 budget_micros=1000000000000000 # 10^9 units: no run gets near it
 
@@ -71,7 +71,7 @@ skip() {
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
 	skip "npm not available (npm and node are needed to run the Portkey gateway)"
 fi
-pinned=$(node -p 'require("./bench/peer/package.json").dependencies["@portkey-ai/gateway"]')
+pinned=$(node -p 'require("./tools/bench/peer/package.json").dependencies["@portkey-ai/gateway"]')
 installed() { node -p "try { require('./$gateway/package.json').version } catch { '' }"; }
 if [[ $(installed) != "$pinned" ]]; then
 	say "installing @portkey-ai/gateway@$pinned into $here/node_modules"
@@ -118,7 +118,7 @@ else
 	(cd "$work/src" && go build -o "$work/tollgate" ./cmd/tollgate)
 	tollgate=$work/tollgate
 fi
-go build -o "$work/peer" ./bench/peer
+go build -o "$work/peer" ./tools/bench/peer
 
 # 3. The scratch database.
 url() { printf '%s/%s?sslmode=disable' "$pg" "$1"; }

@@ -15,7 +15,7 @@ import (
 const labelNote = "Portkey is a stateless proxy: it forwards the call and stores nothing. " +
 	"Tollgate commits durable state per task (task, reservation, job, settlement, replay record) before it answers."
 
-// report is bench/results/peer.json.
+// report is tools/bench/results/peer.json.
 type report struct {
 	Note      string            `json:"note"`
 	StartedAt time.Time         `json:"started_at"`

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate/tollgate/bench"
+	"github.com/tollgate/tollgate/tools/bench"
 )
 
 // Latency is one scenario of requests made by concurrent clients.

@@ -75,7 +75,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "open-loop arrivals last this long")
 	fs.DurationVar(&c.Pause, "pause", time.Second, "idle time between runs")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "per-request timeout")
-	fs.StringVar(&c.Out, "out", "bench/results/peer.json", "where the JSON report goes")
+	fs.StringVar(&c.Out, "out", "tools/bench/results/peer.json", "where the JSON report goes")
 	versions := fs.String("versions", "", "name=version,... recorded in the report as is")
 	if err := fs.Parse(args); err != nil {
 		return c, err

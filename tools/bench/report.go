@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Report is a whole run, as written to bench/results/*.json.
+// Report is a whole run, as written to tools/bench/results/*.json.
 type Report struct {
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt time.Time  `json:"finished_at"`
