@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // AgentConfig is the agent scenario: the throughput scenario's steps with
@@ -111,7 +113,7 @@ func (s *stepper) agent(ctx context.Context, rep *Report, p *printer) (AgentResu
 	for i, st := range res.Steps {
 		steps[i] = st.Step
 	}
-	res.Summary = bestSustained(steps, ms(cfg.ModelLatency))
+	res.Summary = bestSustained(steps, stats.MS(cfg.ModelLatency))
 	return res, nil
 }
 

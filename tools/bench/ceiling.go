@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // CeilingConfig says how to measure the ceiling: pgbench running the SQL of
@@ -164,7 +166,7 @@ func runCeiling(ctx context.Context, cfg CeilingConfig, progress func(CeilingRun
 		if err != nil {
 			return c, fmt.Errorf("bench: pgbench -c %d: %w\n%s", clients, err, out.String())
 		}
-		run.Clients, run.HostLoad = clients, loadAverage()
+		run.Clients, run.HostLoad = clients, stats.LoadAverage()
 		// pgbench's backends have exited, and an exiting backend flushes
 		// its statistics: no wait needed, unlike for Tollgate's pool.
 		after, err := meter.read(ctx)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // call is one request of a closed-loop run.
@@ -19,9 +21,9 @@ type call struct {
 type CallStats struct {
 	// N counts the requests answered within the window, whatever the
 	// answer; PerS is N over the window's length.
-	N       int     `json:"n"`
-	PerS    float64 `json:"per_s"`
-	Latency Summary `json:"latency"`
+	N       int           `json:"n"`
+	PerS    float64       `json:"per_s"`
+	Latency stats.Summary `json:"latency"`
 	// Statuses counts answers by HTTP status ("200", "202", ...; "none"
 	// when the request got no answer).
 	Statuses   map[string]int `json:"statuses"`
@@ -51,7 +53,7 @@ func summarizeCalls(calls []call, from, to time.Time) CallStats {
 			s.ErrorCount++
 		}
 	}
-	s.Latency = Summarize(lat)
+	s.Latency = stats.Summarize(lat)
 	if secs := to.Sub(from).Seconds(); secs > 0 {
 		s.PerS = float64(s.N) / secs
 	}

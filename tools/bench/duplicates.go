@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // DuplicatesConfig is scenario 3: replayed duplicate POSTs and GET polls of
@@ -140,7 +142,7 @@ func cpuShare(a, b cpuSnapshot, window time.Duration, n, cpus int) CPUShare {
 		sh.HostBusy = float64(host) / float64(total)
 	}
 	if n > 0 {
-		sh.ServerMSPerReq, sh.PostgresMSPerReq, sh.ClientMSPerReq = ms(server)/float64(n), ms(pg)/float64(n), ms(self)/float64(n)
+		sh.ServerMSPerReq, sh.PostgresMSPerReq, sh.ClientMSPerReq = stats.MS(server)/float64(n), stats.MS(pg)/float64(n), stats.MS(self)/float64(n)
 	}
 	if per := sh.ServerMSPerReq + sh.PostgresMSPerReq; per > 0 {
 		sh.ProjectedPerS = float64(cpus) * 1000 / per

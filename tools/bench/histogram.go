@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // The server's own view of admission: tollgate_http_request_seconds for
@@ -22,18 +23,11 @@ import (
 // histogram.
 const admissionSeries = `tollgate_http_request_seconds_bucket{method="POST",route="/v1/tasks",`
 
-// bucket is one cumulative histogram bucket: Count observations at or
-// below LE seconds.
-type bucket struct {
-	LE    float64
-	Count float64
-}
-
 // parseBuckets returns the cumulative buckets of the series whose lines
 // start with prefix (a metric name and the labels before le), ordered by
 // bound, +Inf last.
-func parseBuckets(body []byte, prefix string) []bucket {
-	var out []bucket
+func parseBuckets(body []byte, prefix string) []stats.Bucket {
+	var out []stats.Bucket
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -58,9 +52,9 @@ func parseBuckets(body []byte, prefix string) []bucket {
 		if err != nil {
 			continue
 		}
-		out = append(out, bucket{LE: bound, Count: n})
+		out = append(out, stats.Bucket{LE: bound, Count: n})
 	}
-	slices.SortFunc(out, func(a, b bucket) int {
+	slices.SortFunc(out, func(a, b stats.Bucket) int {
 		switch {
 		case a.LE < b.LE:
 			return -1
@@ -70,47 +64,6 @@ func parseBuckets(body []byte, prefix string) []bucket {
 		return 0
 	})
 	return out
-}
-
-// subtractBuckets returns after minus before, bucket by bucket: the
-// observations in between. Buckets missing from before count zero (the
-// series appeared with the first request).
-func subtractBuckets(after, before []bucket) []bucket {
-	prev := make(map[float64]float64, len(before))
-	for _, b := range before {
-		prev[b.LE] = b.Count
-	}
-	out := make([]bucket, len(after))
-	for i, b := range after {
-		out[i] = bucket{LE: b.LE, Count: b.Count - prev[b.LE]}
-	}
-	return out
-}
-
-// quantile estimates the q-quantile of cumulative buckets as Prometheus's
-// histogram_quantile does: linearly within the bucket the rank falls in,
-// from 0 for the first. A rank in the +Inf bucket returns the highest
-// finite bound. It returns NaN for no observations.
-func quantile(q float64, bs []bucket) float64 {
-	if len(bs) == 0 || bs[len(bs)-1].Count <= 0 {
-		return math.NaN()
-	}
-	total := bs[len(bs)-1].Count
-	rank := q * total
-	lower, below := 0.0, 0.0
-	for _, b := range bs {
-		if b.Count >= rank {
-			if math.IsInf(b.LE, 1) {
-				return lower
-			}
-			if b.Count == below {
-				return b.LE
-			}
-			return lower + (b.LE-lower)*(rank-below)/(b.Count-below)
-		}
-		lower, below = b.LE, b.Count
-	}
-	return lower
 }
 
 // ServerLatency is the server's own timing of the step's admissions, from
@@ -125,22 +78,22 @@ type ServerLatency struct {
 
 // summarizeBuckets turns the buckets of a step (seconds) into a
 // ServerLatency (milliseconds).
-func summarizeBuckets(bs []bucket) ServerLatency {
+func summarizeBuckets(bs []stats.Bucket) ServerLatency {
 	if len(bs) == 0 || bs[len(bs)-1].Count <= 0 {
 		return ServerLatency{}
 	}
 	return ServerLatency{
 		N:   int(bs[len(bs)-1].Count),
-		P50: quantile(0.50, bs) * 1000,
-		P95: quantile(0.95, bs) * 1000,
-		P99: quantile(0.99, bs) * 1000,
+		P50: stats.Quantile(0.50, bs) * 1000,
+		P95: stats.Quantile(0.95, bs) * 1000,
+		P99: stats.Quantile(0.99, bs) * 1000,
 	}
 }
 
 // serverReading is one scrape of the server's metrics: its admission
 // histogram and its connection pool's counters.
 type serverReading struct {
-	admission []bucket
+	admission []stats.Bucket
 	pool      poolCounters
 	gc        gcCounters
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"math"
 	"testing"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 const exposition = `# HELP tollgate_http_request_seconds Time from a request's routing to its answer written.
@@ -22,7 +24,7 @@ tollgate_http_request_seconds_bucket{method="POST",route="/v1/tasks",le="bogus"}
 func TestParseBucketsTakesOneSeriesInOrder(t *testing.T) {
 	t.Parallel()
 	got := parseBuckets([]byte(exposition), admissionSeries)
-	want := []bucket{{0.001, 0}, {0.002, 50}, {0.005, 99}, {0.01, 100}, {math.Inf(1), 100}}
+	want := []stats.Bucket{{LE: 0.001, Count: 0}, {LE: 0.002, Count: 50}, {LE: 0.005, Count: 99}, {LE: 0.01, Count: 100}, {LE: math.Inf(1), Count: 100}}
 	if len(got) != len(want) {
 		t.Fatalf("buckets = %v, want %v", got, want)
 	}
@@ -33,45 +35,11 @@ func TestParseBucketsTakesOneSeriesInOrder(t *testing.T) {
 	}
 }
 
-func TestQuantileInterpolatesAsPrometheusDoes(t *testing.T) {
-	t.Parallel()
-	bs := []bucket{{0.001, 0}, {0.002, 50}, {0.005, 99}, {0.01, 100}, {math.Inf(1), 100}}
-	tail := []bucket{{0.01, 90}, {0.05, 98}, {math.Inf(1), 100}}
-	for _, tc := range []struct {
-		name string
-		q    float64
-		bs   []bucket
-		want float64
-	}{
-		{"median at a bound", 0.5, bs, 0.002},
-		{"p95 within a bucket", 0.95, bs, 0.002 + 0.003*45/49},
-		{"p99 at a bound", 0.99, bs, 0.005},
-		{"first bucket from zero", 0.5, tail, 0.01 * 50 / 90},
-		{"rank in +Inf gives the highest bound", 0.99, tail, 0.05},
-		{"no observations", 0.5, []bucket{{0.01, 0}, {math.Inf(1), 0}}, math.NaN()},
-		{"no buckets", 0.5, nil, math.NaN()},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got := quantile(tc.q, tc.bs)
-			if math.IsNaN(tc.want) {
-				if !math.IsNaN(got) {
-					t.Errorf("quantile = %v, want NaN", got)
-				}
-				return
-			}
-			if math.Abs(got-tc.want) > 1e-12 {
-				t.Errorf("quantile = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestSubtractBucketsKeepsTheStepsObservations(t *testing.T) {
 	t.Parallel()
-	before := []bucket{{0.01, 10}, {math.Inf(1), 12}}
-	after := []bucket{{0.005, 4}, {0.01, 30}, {math.Inf(1), 40}}
-	got := summarizeBuckets(subtractBuckets(after, before))
+	before := []stats.Bucket{{LE: 0.01, Count: 10}, {LE: math.Inf(1), Count: 12}}
+	after := []stats.Bucket{{LE: 0.005, Count: 4}, {LE: 0.01, Count: 30}, {LE: math.Inf(1), Count: 40}}
+	got := summarizeBuckets(stats.SubtractBuckets(after, before))
 	if got.N != 28 {
 		t.Errorf("N = %d, want 28 (40 - 12)", got.N)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // InFlightConfig is scenario 2: many tasks at once against a slow model.
@@ -65,9 +67,9 @@ type InFlightResult struct {
 
 	// Admission is arrival → POST answered; SubmitS is first arrival →
 	// last POST answered, AdmittedPerS the rate over that span.
-	Admission    Summary `json:"admission"`
-	SubmitS      float64 `json:"submit_s"`
-	AdmittedPerS float64 `json:"admitted_per_s"`
+	Admission    stats.Summary `json:"admission"`
+	SubmitS      float64       `json:"submit_s"`
+	AdmittedPerS float64       `json:"admitted_per_s"`
 	// DrainS is the first task's created_at → the last task's
 	// finished_at, both by the server's clock; DrainSeenS is when the
 	// sampler saw every task counted as finished in the server's metrics.
@@ -78,7 +80,7 @@ type InFlightResult struct {
 	DrainFloorS float64 `json:"drain_floor_s,omitempty"`
 	// E2EServer is each task's created_at → finished_at: its wait in the
 	// queue plus its run.
-	E2EServer Summary `json:"e2e_server_clock"`
+	E2EServer stats.Summary `json:"e2e_server_clock"`
 
 	// Start is the server before the first arrival; Resources its peaks
 	// and last readings over the scenario.
@@ -166,7 +168,7 @@ type submitted struct {
 func (s *stepper) inFlight(ctx context.Context, p *printer) (InFlightResult, error) {
 	c := s.cfg.InFlight
 	r := InFlightResult{
-		Tasks: c.Tasks, ModelLatencyMS: ms(c.ModelLatency), Clients: c.Clients, Rate: c.Rate, Workers: s.cfg.ServerWorkers,
+		Tasks: c.Tasks, ModelLatencyMS: stats.MS(c.ModelLatency), Clients: c.Clients, Rate: c.Rate, Workers: s.cfg.ServerWorkers,
 		Final: map[string]int{}, Errors: map[string]int{},
 	}
 	s.setLatency(c.ModelLatency)
@@ -261,10 +263,10 @@ func (s *stepper) inFlight(ctx context.Context, p *printer) (InFlightResult, err
 	views := s.readTasks(ctx, subs, 16)
 	tallyFinals(&r, views)
 	if after.serverCPU != nil {
-		r.ServerCPUMSPerTask = ms(cpuUsed(before.serverCPU, after.serverCPU)) / float64(max(r.Succeeded, 1))
+		r.ServerCPUMSPerTask = stats.MS(cpuUsed(before.serverCPU, after.serverCPU)) / float64(max(r.Succeeded, 1))
 	}
 	if s.meter != nil {
-		r.PostgresCPUMSPerTask = ms(cpuUsed(before.pgCPU, after.pgCPU)) / float64(max(r.Succeeded, 1))
+		r.PostgresCPUMSPerTask = stats.MS(cpuUsed(before.pgCPU, after.pgCPU)) / float64(max(r.Succeeded, 1))
 	}
 	r.Bounded, r.Verdict = inFlightVerdict(r)
 	r.Limits = inFlightLimits(r)
@@ -386,7 +388,7 @@ func tallySubmissions(r *InFlightResult, subs []submitted, start time.Time) {
 		r.Admitted++
 		adm = append(adm, sub.answered.Sub(sub.due))
 	}
-	r.Admission = Summarize(adm)
+	r.Admission = stats.Summarize(adm)
 	if !last.IsZero() {
 		r.SubmitS = last.Sub(start).Seconds()
 		if r.SubmitS > 0 {
@@ -430,7 +432,7 @@ func tallyFinals(r *InFlightResult, views []taskView) {
 			}
 		}
 	}
-	r.E2EServer = Summarize(e2e)
+	r.E2EServer = stats.Summarize(e2e)
 	if !first.IsZero() && last.After(first) {
 		r.DrainS = last.Sub(first).Seconds()
 	}

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // Report is a whole run, as written to tools/bench/results/*.json.
@@ -47,7 +47,7 @@ type Step struct {
 	Admitted          int       `json:"admitted"`
 	Succeeded         int       `json:"succeeded"`
 	// Admission is arrival → POST answered 200/202.
-	Admission Summary `json:"admission"`
+	Admission stats.Summary `json:"admission"`
 	// ServerAdmission is the server's own timing of the step's POSTs
 	// (tollgate_http_request_seconds), routing to answer written, every
 	// answer included: the rest of Admission is the client's side, the
@@ -62,14 +62,14 @@ type Step struct {
 	// SentLate is arrival due → its POST leaving tollbench: the harness's
 	// own share of Admission. Large values mean the load generator, not
 	// the server, was behind.
-	SentLate Summary `json:"sent_late"`
+	SentLate stats.Summary `json:"sent_late"`
 	// Tail is how the slowest 1 % of the admissions spread in time.
-	Tail TailShape `json:"admission_tail,omitzero"`
+	Tail stats.TailShape `json:"admission_tail,omitzero"`
 	// E2E is arrival → finish seen by polling; E2EServer is arrival → the
 	// task's finished_at.
-	E2E        Summary `json:"e2e"`
-	E2EServer  Summary `json:"e2e_server_clock"`
-	AddedP50MS float64 `json:"added_p50_ms"` // E2EServer p50 minus the model latency
+	E2E        stats.Summary `json:"e2e"`
+	E2EServer  stats.Summary `json:"e2e_server_clock"`
+	AddedP50MS float64       `json:"added_p50_ms"` // E2EServer p50 minus the model latency
 	// TasksPerS is the rate at which tasks finished (see Throughput).
 	TasksPerS    float64        `json:"tasks_per_s"`
 	CeilingRatio float64        `json:"ceiling_ratio,omitempty"`
@@ -78,10 +78,10 @@ type Step struct {
 	// Shed counts the POSTs refused with 503 overloaded (among Errors),
 	// and Refusal is arrival → that refusal: load shedding is only worth
 	// its errors if the refusals come fast.
-	Shed         int       `json:"shed"`
-	Refusal      Summary   `json:"refusal"`
-	PollsPerTask float64   `json:"polls_per_task"`
-	Resources    Resources `json:"server"`
+	Shed         int           `json:"shed"`
+	Refusal      stats.Summary `json:"refusal"`
+	PollsPerTask float64       `json:"polls_per_task"`
+	Resources    Resources     `json:"server"`
 	// CPU per finished task over the step and its settle pause: the
 	// server process, and the Postgres backends serving its pool (when
 	// Postgres runs on this machine; a backend that exits mid-step is
@@ -97,8 +97,8 @@ type Step struct {
 	// (Config.StepWarmup, AfterVacuumS seconds) between the VACUUM
 	// (ANALYZE) before the step and its measurement: what replanning every
 	// statement costs, kept apart from the steady state.
-	AfterVacuum  Summary `json:"after_vacuum_admission,omitzero"`
-	AfterVacuumS float64 `json:"after_vacuum_s,omitempty"`
+	AfterVacuum  stats.Summary `json:"after_vacuum_admission,omitzero"`
+	AfterVacuumS float64       `json:"after_vacuum_s,omitempty"`
 }
 
 // Second is one second of a step (see timeline).
@@ -177,12 +177,12 @@ type DuplicatesView struct {
 func viewOf(c Config) ConfigView {
 	v := ConfigView{
 		BaseURL: c.BaseURL, Rates: c.Rates, DurationS: c.Duration.Seconds(), ProxyAddr: c.ProxyAddr,
-		Upstream: c.Upstream, ServerPID: c.ServerPID, PollIntervalMS: ms(c.PollInterval), LongPollS: c.LongPoll.Seconds(),
+		Upstream: c.Upstream, ServerPID: c.ServerPID, PollIntervalMS: stats.MS(c.PollInterval), LongPollS: c.LongPoll.Seconds(),
 		TaskTimeoutS: c.TaskTimeout.Seconds(), WarmupS: max(c.Warmup, 0).Seconds(), SettleS: c.Settle.Seconds(),
-		AdmissionSLOMS: ms(c.AdmissionSLO), Nice: c.Nice,
+		AdmissionSLOMS: stats.MS(c.AdmissionSLO), Nice: c.Nice,
 	}
 	for _, l := range c.ProviderLatencies {
-		v.ProviderLatencyMS = append(v.ProviderLatencyMS, ms(l))
+		v.ProviderLatencyMS = append(v.ProviderLatencyMS, stats.MS(l))
 	}
 	if c.Ceiling != nil {
 		v.PGBenchClients, v.PGBenchDurationS = c.Ceiling.Clients, c.Ceiling.Duration.Seconds()
@@ -190,14 +190,14 @@ func viewOf(c Config) ConfigView {
 	v.ServerWorkers = c.ServerWorkers
 	if c.runs(ScenarioAgent) {
 		a := c.Agent
-		v.Agent = &AgentView{Rates: a.Rates, ModelLatencyMS: ms(a.ModelLatency), Tools: a.Shape.Tools, Messages: a.Shape.Messages, TargetBytes: a.Shape.Bytes}
+		v.Agent = &AgentView{Rates: a.Rates, ModelLatencyMS: stats.MS(a.ModelLatency), Tools: a.Shape.Tools, Messages: a.Shape.Messages, TargetBytes: a.Shape.Bytes}
 		if a.Ceiling != nil {
 			v.Agent.PGBenchClients, v.Agent.PGBenchDurationS = a.Ceiling.Clients, a.Ceiling.Duration.Seconds()
 		}
 	}
 	if c.runs(ScenarioInFlight) {
 		f := c.InFlight
-		v.InFlight = &InFlightView{Tasks: f.Tasks, ModelLatencyMS: ms(f.ModelLatency), Clients: f.Clients, Rate: f.Rate, TimeoutS: f.Timeout.Seconds()}
+		v.InFlight = &InFlightView{Tasks: f.Tasks, ModelLatencyMS: stats.MS(f.ModelLatency), Clients: f.Clients, Rate: f.Rate, TimeoutS: f.Timeout.Seconds()}
 	}
 	if c.runs(ScenarioDuplicates) {
 		d := c.Duplicates
@@ -302,23 +302,7 @@ func bestSustained(steps []Step, lat float64) Sustained {
 }
 
 // WriteJSON writes the report to path, creating its directory.
-func (r *Report) WriteJSON(path string) error { return WriteJSON(path, r) }
-
-// WriteJSON writes v as indented JSON to path, creating its directory: how
-// every benchmark report is saved.
-func WriteJSON(path string, v any) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("bench: encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	return nil
-}
+func (r *Report) WriteJSON(path string) error { return stats.WriteJSON(path, r) }
 
 // printer writes the human-readable report as results arrive.
 type printer struct{ w io.Writer }

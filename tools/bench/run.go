@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // Config is one benchmark run. Zero durations and counts take the
@@ -432,7 +434,7 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	if err := s.vacuumBefore(ctx, "the step"); err != nil {
 		return Step{}, err
 	}
-	st := Step{ProviderLatencyMS: ms(lat), Rate: rate, DurationS: s.cfg.Duration.Seconds(), Errors: map[string]int{}}
+	st := Step{ProviderLatencyMS: stats.MS(lat), Rate: rate, DurationS: s.cfg.Duration.Seconds(), Errors: map[string]int{}}
 	prefix := fmt.Sprintf("tb-%s-%s-%v-", s.runID, lat, rate)
 	if s.cfg.StepWarmup > 0 {
 		st.AfterVacuum = admissions(s.load.run(ctx, rate, s.cfg.StepWarmup, lat, prefix+"w-"))
@@ -456,7 +458,7 @@ func (s *stepper) step(ctx context.Context, lat time.Duration, rate float64) (St
 	outcomes := s.load.run(ctx, rate, s.cfg.Duration, lat, prefix)
 	readAfter, aerr := readServer(ctx, scrape, metricsURL)
 	if berr == nil && aerr == nil {
-		st.ServerAdmission = summarizeBuckets(subtractBuckets(readAfter.admission, readBefore.admission))
+		st.ServerAdmission = summarizeBuckets(stats.SubtractBuckets(readAfter.admission, readBefore.admission))
 	}
 	err = sleepUntil(ctx, time.Now().Add(s.cfg.Settle))
 	stopSampling()
@@ -521,28 +523,28 @@ func (s *stepper) readGauges(ctx context.Context, alsoPIDs []int) (gauges, error
 func (s *stepper) account(ctx context.Context, st *Step, before, after gauges) {
 	n := float64(max(st.Succeeded, 1))
 	if after.serverCPU != nil {
-		st.ServerCPUMSPerTask = ms(cpuUsed(before.serverCPU, after.serverCPU)) / n
+		st.ServerCPUMSPerTask = stats.MS(cpuUsed(before.serverCPU, after.serverCPU)) / n
 	}
 	if s.meter == nil {
 		return
 	}
 	c := s.meter.cost(ctx, before.pg, after.pg, st.Succeeded)
 	st.PG = &c
-	st.PostgresCPUMSPerTask = ms(cpuUsed(before.pgCPU, after.pgCPU)) / n
+	st.PostgresCPUMSPerTask = stats.MS(cpuUsed(before.pgCPU, after.pgCPU)) / n
 	if s.stmts.ok {
 		st.Statements = topStatements(before.stmts, after.stmts, st.Succeeded, 12)
 	}
 }
 
 // admissions summarises how long the admitted POSTs among outcomes took.
-func admissions(outcomes []outcome) Summary {
+func admissions(outcomes []outcome) stats.Summary {
 	var d []time.Duration
 	for _, o := range outcomes {
 		if o.sent && o.admitted {
 			d = append(d, o.admission)
 		}
 	}
-	return Summarize(d)
+	return stats.Summarize(d)
 }
 
 // tally turns a step's outcomes into its figures.
@@ -586,16 +588,16 @@ func tally(st *Step, outcomes []outcome, lat time.Duration) {
 	for _, n := range st.Errors {
 		st.ErrorCount += n
 	}
-	st.Admission = Summarize(admission)
-	st.Tail = tailShape(dues, admission, tailWindow)
-	st.SentLate = Summarize(late)
-	st.Refusal = Summarize(refusals)
-	st.E2E = Summarize(e2e)
-	st.E2EServer = Summarize(e2eServer)
+	st.Admission = stats.Summarize(admission)
+	st.Tail = stats.Tail(dues, admission, tailWindow)
+	st.SentLate = stats.Summarize(late)
+	st.Refusal = stats.Summarize(refusals)
+	st.E2E = stats.Summarize(e2e)
+	st.E2EServer = stats.Summarize(e2eServer)
 	if st.E2EServer.N > 0 {
-		st.AddedP50MS = st.E2EServer.P50 - ms(lat)
+		st.AddedP50MS = st.E2EServer.P50 - stats.MS(lat)
 	}
-	st.TasksPerS = Throughput(finishes)
+	st.TasksPerS = stats.Throughput(finishes)
 	if st.Admitted > 0 {
 		st.PollsPerTask = float64(polls) / float64(st.Admitted)
 	}
@@ -639,7 +641,7 @@ func timeline(outcomes []outcome) []Second {
 		}
 	}
 	for i := range out {
-		sum := Summarize(admissions[i])
+		sum := stats.Summarize(admissions[i])
 		out[i].AdmissionP99MS, out[i].AdmissionMaxMS = sum.P99, sum.Max
 	}
 	return out
@@ -653,7 +655,7 @@ func verdict(st Step, slo time.Duration) (bool, string) {
 	if st.ErrorCount > 0 {
 		why = append(why, fmt.Sprintf("%d errors", st.ErrorCount))
 	}
-	if st.Admission.P99 >= ms(slo) {
+	if st.Admission.P99 >= stats.MS(slo) {
 		why = append(why, fmt.Sprintf("admission p99 %.1f ms >= %s", st.Admission.P99, slo))
 	}
 	if st.TasksPerS < 0.9*st.Rate {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // Resources is what the server process used during a step.
@@ -72,7 +74,7 @@ func (s *sampler) run(ctx context.Context) Resources {
 			s.rss(&r)
 			s.scrape(fctx, &r)
 			cancel()
-			r.HostLoad = loadAverage()
+			r.HostLoad = stats.LoadAverage()
 			return r
 		case <-rssTick.C:
 			s.rss(&r)
@@ -193,15 +195,4 @@ func readRSS(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("bench: /proc/%d/status has no VmRSS", pid)
-}
-
-// loadAverage is the 1-minute load average, or 0 when unreadable.
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _, _ := strings.Cut(string(b), " ")
-	v, _ := strconv.ParseFloat(f, 64)
-	return v
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 func TestParseScenarios(t *testing.T) {
@@ -65,7 +67,7 @@ func TestSummarizeCalls(t *testing.T) {
 	got := summarizeCalls(calls, t0.Add(time.Second), t0.Add(3*time.Second))
 	want := CallStats{
 		N: 4, PerS: 2,
-		Latency:    Summary{N: 4, Min: 0, Mean: 4, P50: 2, P95: 10, P99: 10, Max: 10},
+		Latency:    stats.Summary{N: 4, Min: 0, Mean: 4, P50: 2, P95: 10, P99: 10, Max: 10},
 		Statuses:   map[string]int{"200": 1, "202": 1, "429": 1, "none": 1},
 		ErrorCount: 2,
 		Errors:     map[string]int{"POST 429 rate_limited": 1, "POST: timeout": 1},
@@ -219,10 +221,10 @@ func TestTallyInFlight(t *testing.T) {
 		Final:      map[string]int{"succeeded": 1, "failed": 1, "unfinished": 1},
 		ErrorCount: 3,
 		Errors:     map[string]int{"POST 503 overloaded": 1, "task failed": 1, "task queued at the end": 1},
-		Admission:  Summarize([]time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 30 * time.Millisecond}),
+		Admission:  stats.Summarize([]time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 30 * time.Millisecond}),
 		SubmitS:    2, AdmittedPerS: 1.5,
 		DrainS:    10.015,
-		E2EServer: Summarize([]time.Duration{5 * time.Second, 10 * time.Second}),
+		E2EServer: stats.Summarize([]time.Duration{5 * time.Second, 10 * time.Second}),
 	}
 	if diff := cmp.Diff(want, r, cmp.Comparer(func(x, y float64) bool { return math.Abs(x-y) < 1e-9 })); diff != "" {
 		t.Errorf("tally mismatch (-want +got):\n%s", diff)

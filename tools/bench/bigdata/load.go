@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate/tollgate/tools/bench"
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // Latency is one scenario of requests made by concurrent clients.
@@ -18,7 +18,7 @@ type Latency struct {
 	Example     string `json:"example"` // one request of the scenario, path and query
 	Concurrency int    `json:"concurrency"`
 	// Summary is over every request after the warm-up.
-	Summary   bench.Summary `json:"latency"`
+	Summary   stats.Summary `json:"latency"`
 	PerSecond float64       `json:"requests_per_s"`
 	Statuses  map[int]int   `json:"statuses"`
 	Errors    int           `json:"errors"`
@@ -126,7 +126,7 @@ func runLoad(ctx context.Context, l load, do op) Latency {
 	if measuredFrom.IsZero() {
 		measuredFrom = start
 	}
-	res.Summary = bench.Summarize(samples)
+	res.Summary = stats.Summarize(samples)
 	if el := time.Since(measuredFrom).Seconds(); el > 0 {
 		res.PerSecond = float64(len(samples)) / el
 	}

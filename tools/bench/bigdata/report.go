@@ -7,12 +7,11 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/tools/bench"
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // Report is one run of the data scenarios, as written to
@@ -42,14 +41,12 @@ func ReadMachine(ctx context.Context, pool *pgxpool.Pool, revision string) Machi
 	if pool != nil {
 		_ = pool.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&m.Postgres)
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		_, _ = fmt.Sscanf(string(b), "%f", &m.LoadAvg1)
-	}
+	m.LoadAvg1 = stats.LoadAverage()
 	return m
 }
 
 // WriteJSON writes the report to path, creating its directory.
-func (r *Report) WriteJSON(path string) error { return bench.WriteJSON(path, r) }
+func (r *Report) WriteJSON(path string) error { return stats.WriteJSON(path, r) }
 
 // ReadSeedReport reads the seed part of a report written by an earlier
 // run (the seed and the measurement run as two commands, with the server
@@ -73,16 +70,18 @@ func ReadSeedReport(path string) (*SeedReport, error) {
 func PrintSeed(w io.Writer, s *SeedReport) {
 	fmt.Fprintf(w, "seed: %d tasks, %d ledger tasks (universe %d), %d owners, %s .. %s, %.0f s\n",
 		s.Tasks, s.LedgerTasks, s.Universe, s.Owners, s.From, s.To, s.Seconds)
-	fmt.Fprintf(w, "  %-28s %12s %9s\n", "phase", "rows", "seconds")
+	phases := stats.NewTable("phase", "rows", "seconds")
 	for _, p := range s.Phases {
-		fmt.Fprintf(w, "  %-28s %12d %9.1f\n", p.Name, p.Rows, p.Seconds)
+		phases.Rowf("%s\t%d\t%.1f", p.Name, p.Rows, p.Seconds)
 	}
-	fmt.Fprintf(w, "  %-28s %12s %9s\n", "table", "rows", "MB")
+	_ = phases.Write(w, "  ")
+	tables := stats.NewTable("table", "rows", "MB")
 	for _, t := range seededTables {
 		if _, ok := s.Rows[t]; ok {
-			fmt.Fprintf(w, "  %-28s %12d %9.0f\n", t, s.Rows[t], s.SizesMB[t])
+			tables.Rowf("%s\t%d\t%.0f", t, s.Rows[t], s.SizesMB[t])
 		}
 	}
+	_ = tables.Write(w, "  ")
 }
 
 // PrintResults writes the measurement as one table per kind.
@@ -91,31 +90,37 @@ func PrintResults(w io.Writer, r *Results) {
 	fmt.Fprintf(w, "\ndataset: %d tasks, %d replay records, %d settled usage rows, %d ledger rows, %s .. %s\n",
 		d.Tasks, d.ReplayRecords, d.UsageRecords, d.LedgerRows, d.From.Format(time.DateOnly), d.To.Format(time.DateOnly))
 	if len(r.Lookup)+len(r.Search) > 0 {
-		fmt.Fprintf(w, "\n%-46s %6s %4s %8s %8s %8s %8s %8s %7s %8s\n", "scenario (ms)", "n", "conc", "p50", "p95", "p99", "max", "req/s", "errors", "cut/skip")
-		fmt.Fprintln(w, strings.Repeat("-", 121))
+		t := stats.NewTable("scenario (ms)", "n", "conc", "p50", "p95", "p99", "max", "req/s", "errors", "cut/skip")
+		t.Rule = true
 		for _, l := range append(append([]Latency(nil), r.Lookup...), r.Search...) {
 			s := l.Summary
-			fmt.Fprintf(w, "%-46s %6d %4d %8.2f %8.2f %8.2f %8.2f %8.1f %7d %8s\n",
-				l.Name, s.N, l.Concurrency, s.P50, s.P95, s.P99, s.Max, l.PerSecond, l.Errors, fmt.Sprintf("%d/%d", l.TimedOut, l.Skipped))
+			t.Rowf("%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%d/%d",
+				l.Name, s.N, l.Concurrency, s.P50, s.P95, s.P99, s.Max, l.PerSecond, l.Errors, l.TimedOut, l.Skipped)
 		}
+		fmt.Fprintln(w)
+		_ = t.Write(w, "")
 	}
 	if len(r.Usage) > 0 {
-		fmt.Fprintf(w, "\n%-52s %5s %8s %8s %8s %10s %7s\n", "usage report (s)", "runs", "min", "median", "max", "rows", "groups")
-		fmt.Fprintln(w, strings.Repeat("-", 104))
-		for _, t := range r.Usage {
-			fmt.Fprintf(w, "%-52s %5d %8.2f %8.2f %8.2f %10d %7d\n", t.Name, len(t.Seconds), t.MinS, t.MedianS, t.MaxS, t.Tasks, t.Groups)
+		t := stats.NewTable("usage report (s)", "runs", "min", "median", "max", "rows", "groups")
+		t.Rule = true
+		for _, u := range r.Usage {
+			t.Rowf("%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%d", u.Name, len(u.Seconds), u.MinS, u.MedianS, u.MaxS, u.Tasks, u.Groups)
 		}
+		fmt.Fprintln(w)
+		_ = t.Write(w, "")
 	}
 	if len(r.CSV) > 0 {
-		fmt.Fprintf(w, "\n%-36s %10s %8s %7s %8s %10s %9s %9s %9s\n", "csv export", "rows", "MB", "1st B s", "total s", "rows/s", "RSS MB", "peak MB", "VmHWM MB")
-		fmt.Fprintln(w, strings.Repeat("-", 116))
+		t := stats.NewTable("csv export", "rows", "MB", "1st B s", "total s", "rows/s", "RSS MB", "peak MB", "VmHWM MB")
+		t.Rule = true
 		for _, e := range r.CSV {
 			base, peak, hwm := "-", "-", "-"
 			if m := e.Memory; m != nil {
 				base, peak, hwm = fmt.Sprintf("%.1f", m.BaselineMB), fmt.Sprintf("%.1f", m.PeakMB), fmt.Sprintf("%.1f", m.HWMAfterMB)
 			}
-			fmt.Fprintf(w, "%-36s %10d %8.1f %7.2f %8.2f %10.0f %9s %9s %9s\n",
+			t.Rowf("%s\t%d\t%.1f\t%.2f\t%.2f\t%.0f\t%s\t%s\t%s",
 				e.Name, e.Rows, e.MB, e.FirstByteS, e.Seconds, e.RowsPerSecond, base, peak, hwm)
 		}
+		fmt.Fprintln(w)
+		_ = t.Write(w, "")
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // Timing is one usage report asked for several times in a row.
@@ -79,23 +80,12 @@ func (m *measurer) usage(ctx context.Context) ([]Timing, error) {
 			}
 			t.Bytes, t.Groups, t.Tasks = body.Len(), len(rep.Groups), rep.Totals.Tasks
 		}
-		t.MinS, t.MedianS, t.MaxS = spreadOf(t.Seconds)
+		t.MinS, t.MedianS, t.MaxS = stats.Spread(t.Seconds)
 		fmt.Fprintf(m.w, "  %-50s %d runs: min %6.2f s  median %6.2f s  max %6.2f s  (%d settled rows, %d groups, %d KB)\n",
 			t.Name, len(t.Seconds), t.MinS, t.MedianS, t.MaxS, t.Tasks, t.Groups, t.Bytes/1024)
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// spreadOf returns the minimum, median (the lower one of an even count)
-// and maximum.
-func spreadOf(xs []float64) (lo, mid, hi float64) {
-	if len(xs) == 0 {
-		return 0, 0, 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[0], s[(len(s)-1)/2], s[len(s)-1]
 }
 
 // exports downloads the CSV for growing windows while sampling the

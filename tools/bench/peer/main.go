@@ -20,7 +20,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,11 +27,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 func main() {
@@ -191,9 +191,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		p.Added = addedLatency(p.Targets)
 		rep.Phases = append(rep.Phases, p)
 	}
-	rep.Machine.LoadAvgAfter = loadAvg()
+	rep.Machine.LoadAvgAfter = stats.LoadAverages()
 	rep.print(stdout)
-	if err := rep.write(cfg.Out); err != nil {
+	if err := stats.WriteJSON(cfg.Out, rep); err != nil {
 		return err
 	}
 	say("wrote %s", cfg.Out)
@@ -207,16 +207,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-// write stores the report as indented JSON, creating the folder.
-func (r report) write(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

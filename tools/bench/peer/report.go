@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // labelNote is printed with every table and stored in peer.json: the two
@@ -64,7 +64,7 @@ func newReport(c config) report {
 	return report{
 		Note:      labelNote,
 		StartedAt: time.Now().UTC().Truncate(time.Second),
-		Machine:   machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvgBefore: loadAvg()},
+		Machine:   machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvgBefore: stats.LoadAverages()},
 		Versions:  c.Versions,
 		Settings: settings{Model: c.Model, Warmup: c.Warmup, Sequential: c.Sequential, Rate: c.Rate, Duration: c.Duration.String(),
 			Upstream: "tollgate fakeprovider, 0 ms, deterministic OpenAI-compatible answers"},
@@ -92,17 +92,6 @@ func addedLatency(rs []targetResult) []added {
 	return out
 }
 
-// loadAvg is the first three fields of /proc/loadavg, or "" where there is
-// none.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
 // print writes the tables: latencies per phase and target, then the
 // latency each gateway adds.
 func (r report) print(w io.Writer) {
@@ -112,39 +101,39 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintln(w, "  "+strings.TrimSpace(line))
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "load\ttarget\tok\terrors\tp50\tp90\tp99\tmax\tanswers/s\tupstream calls\t")
+	lat := stats.NewTable("load", "target", "ok", "errors", "p50", "p90", "p99", "max", "answers/s", "upstream calls")
 	for _, p := range r.Phases {
 		for _, t := range p.Targets {
 			s := t.Summary
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%d\t\n",
+			lat.Rowf("%s\t%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%d",
 				p.Title, t.Label, s.N, s.Errors, s.P50, s.P90, s.P99, s.Max, s.PerSecond, t.UpstreamCalls)
 		}
 	}
-	_ = tw.Flush()
+	lat.Names = 2
+	_ = lat.Write(w, "")
 	fmt.Fprintln(w, "\nAdded latency over the fake called directly (difference of percentiles, ms)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "load\tgateway\t+p50\t+p99\t")
+	add := stats.NewTable("load", "gateway", "+p50", "+p99")
 	for _, p := range r.Phases {
 		for _, a := range p.Added {
-			fmt.Fprintf(tw, "%s\t%s\t%+.3f\t%+.3f\t\n", p.Title, a.Gateway, a.P50, a.P99)
+			add.Rowf("%s\t%s\t%+.3f\t%+.3f", p.Title, a.Gateway, a.P50, a.P99)
 		}
 	}
-	_ = tw.Flush()
+	add.Names = 2
+	_ = add.Write(w, "")
 	for _, p := range r.Phases {
 		if len(p.Targets) == 0 || p.Targets[0].BySecond == nil {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s, p50 of the requests due in each second (ms), first second first\n", p.Title)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		seconds := &stats.Table{Names: 2}
 		for _, t := range p.Targets {
-			fmt.Fprintf(tw, "%s\t", t.Label)
-			for _, s := range t.BySecond {
-				fmt.Fprintf(tw, "%.1f ", s.P50)
+			p50s := make([]string, len(t.BySecond))
+			for i, s := range t.BySecond {
+				p50s[i] = fmt.Sprintf("%.1f", s.P50)
 			}
-			fmt.Fprintln(tw)
+			seconds.Row(t.Label, strings.Join(p50s, " "))
 		}
-		_ = tw.Flush()
+		_ = seconds.Write(w, "")
 	}
 	for _, p := range r.Phases {
 		for _, t := range p.Targets {

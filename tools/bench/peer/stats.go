@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/tools/bench/stats"
 )
 
 // summary describes one run against one target. Latencies are in
@@ -32,39 +34,17 @@ func summarize(lat []time.Duration, errors int, elapsed time.Duration) summary {
 	if len(lat) == 0 {
 		return s
 	}
-	sorted := slices.Clone(lat)
-	slices.Sort(sorted)
-	var sum time.Duration
-	for _, d := range sorted {
-		sum += d
-	}
-	s.Mean = millis(sum / time.Duration(len(sorted)))
-	s.P50 = millis(percentile(sorted, 50))
-	s.P90 = millis(percentile(sorted, 90))
-	s.P99 = millis(percentile(sorted, 99))
+	sorted := stats.Sorted(lat)
+	s.Mean = millis(stats.Mean(sorted))
+	s.P50 = millis(stats.Percentile(sorted, 50))
+	s.P90 = millis(stats.Percentile(sorted, 90))
+	s.P99 = millis(stats.Percentile(sorted, 99))
 	s.Max = millis(sorted[len(sorted)-1])
 	return s
 }
 
-// percentile is the nearest-rank p-th percentile (0 < p <= 100) of an
-// ascending sample: the smallest observed value that at least p% of the
-// sample does not exceed. It never interpolates. It returns 0 for an empty
-// sample, the minimum for p <= 0 and the maximum for p >= 100.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	// p*n/100, not p/100*n: 90*1000/100 is exactly 900 in floating point;
-	// the epsilon absorbs the rounding left for fractional p.
-	rank := int(math.Ceil(p*float64(n)/100 - 1e-9))
-	return sorted[min(max(rank, 1), n)-1]
-}
-
 // millis rounds d to microseconds and returns it in milliseconds.
-func millis(d time.Duration) float64 {
-	return float64(d.Round(time.Microsecond)) / float64(time.Millisecond)
-}
+func millis(d time.Duration) float64 { return stats.MS(d.Round(time.Microsecond)) }
 
 // added is what a gateway adds over the upstream called directly, as the
 // difference of percentiles (not the percentile of per-request
@@ -106,7 +86,7 @@ func bySecond(sched, lat []time.Duration) []second {
 	for _, k := range keys {
 		g := groups[k]
 		slices.Sort(g)
-		out = append(out, second{Second: k, N: len(g), P50: millis(percentile(g, 50)), Max: millis(g[len(g)-1])})
+		out = append(out, second{Second: k, N: len(g), P50: millis(stats.Percentile(g, 50)), Max: millis(g[len(g)-1])})
 	}
 	return out
 }

@@ -5,44 +5,6 @@ import (
 	"time"
 )
 
-func TestPercentile(t *testing.T) {
-	t.Parallel()
-	ms := func(vs ...int) []time.Duration {
-		out := make([]time.Duration, len(vs))
-		for i, v := range vs {
-			out[i] = time.Duration(v) * time.Millisecond
-		}
-		return out
-	}
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		hundred[i] = time.Duration(i+1) * time.Millisecond
-	}
-	tests := []struct {
-		name   string
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{"empty", nil, 50, 0},
-		{"one value", ms(7), 99, 7 * time.Millisecond},
-		{"median of four is the second", ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
-		{"p90 of 1..100", hundred, 90, 90 * time.Millisecond},
-		{"p99 of 1..100", hundred, 99, 99 * time.Millisecond},
-		{"p99 of ten is the max", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
-		{"p0 is the min", ms(3, 4), 0, 3 * time.Millisecond},
-		{"above 100 is the max", ms(3, 4), 150, 4 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := percentile(tt.sorted, tt.p); got != tt.want {
-				t.Errorf("percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	// Unsorted on purpose: summarize sorts a copy.
