@@ -45,7 +45,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-# make bench: the performance harness of issue 9, never part of make test.
+# make bench: the performance harness (tools/bench), never part of make test.
 # Measures the pgbench ceiling of one task's SQL, then Tollgate at each rate
 # and model latency on a fresh database, and writes
 # tools/bench/results/latest.json. Tune it with BENCH_RATES, BENCH_DURATION,
@@ -62,8 +62,8 @@ bench:
 	@bash scripts/ensure-postgres.sh "$${BENCH_PG:-}"
 	@bash scripts/bench.sh
 
-# make bench-data: scenarios 4 and 5 of issue 9, reads over a large
-# history (replay lookup and support search over 1,000,000 records, usage
+# make bench-data: scenarios 4 and 5 (tools/bench/bigdata), reads over a
+# large history (replay lookup and support search over 1,000,000 records, usage
 # report and CSV export over 10,000,000 ledger rows). Seeds a scratch
 # database for about ten minutes; see scripts/bench-data.sh, e.g.
 #   make bench-data BENCH_DATA_TASKS=50000 BENCH_DATA_LEDGER=500000

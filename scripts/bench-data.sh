@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench-data.sh measures Tollgate's reads over a large history: scenarios
-# (4) and (5) of issue 9 (replay lookup and support search over 1,000,000
-# records; usage report and CSV export over 10,000,000 ledger rows). Never
-# part of `make test`.
+# (4) and (5), tools/bench/bigdata (replay lookup and support search over
+# 1,000,000 records; usage report and CSV export over 10,000,000 ledger
+# rows). Never part of `make test`.
 #
 # With PostgreSQL up and bin/tollgate built, it
 #   1. recreates the scratch database $BENCH_DATA_DB, migrates it and seeds

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench.sh is `make bench`: Tollgate's performance harness (issue 9). Never
-# part of `make test`.
+# bench.sh is `make bench`: Tollgate's performance harness (tools/bench).
+# Never part of `make test`.
 #
 # With the binaries built (bin/tollgate, bin/tollbench) and PostgreSQL up,
 # it
@@ -12,7 +12,7 @@
 #      (logs in tools/bench/results/*.log) with MODEL_BASE_URL pointing at the
 #      latency proxy that tollbench runs in front of the fake, and
 #      TOLLGATE_WORKERS sized for the highest rate and latency;
-#   3. runs tollbench with the scenarios of $BENCH_SCENARIOS (issue 9):
+#   3. runs tollbench with the scenarios of $BENCH_SCENARIOS:
 #      throughput (the default) measures the ceiling, then every rate at
 #      every model latency, and prints a table per latency; agent does the
 #      same at $BENCH_AGENT_RATES with about 32 KiB requests (20 tools, a

@@ -19,7 +19,7 @@ type AgentShape struct {
 	Bytes    int // target size of the body; tool results are padded to reach it
 }
 
-// DefaultAgentShape is issue 26's agent-sized request: about 32 KiB, 20
+// DefaultAgentShape is the agent scenario's request: about 32 KiB, 20
 // tools, 30 messages.
 var DefaultAgentShape = AgentShape{Tools: 20, Messages: 30, Bytes: 32 << 10}
 

@@ -12,7 +12,7 @@ func TestAgentBody(t *testing.T) {
 		name  string
 		shape AgentShape
 	}{
-		{"issue 26's shape", DefaultAgentShape},
+		{"the default shape", DefaultAgentShape},
 		{"small", AgentShape{Tools: 3, Messages: 7, Bytes: 8 << 10}},
 		{"even history", AgentShape{Tools: 20, Messages: 30, Bytes: 64 << 10}},
 		{"odd history", AgentShape{Tools: 5, Messages: 11, Bytes: 16 << 10}},

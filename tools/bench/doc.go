@@ -1,7 +1,7 @@
 // Package bench measures Tollgate end to end against the ceiling Postgres
-// sets on the same machine: the harness behind `make bench` (issue 9).
+// sets on the same machine: the harness behind `make bench`.
 //
-// It runs three of the issue's scenarios (see ParseScenarios): sustained
+// It runs the performance targets' scenarios (see ParseScenarios): sustained
 // throughput, thousands of tasks in flight against a slow model (memory and
 // goroutines must not grow with queued work), and replayed duplicate POSTs
 // and GET polls from closed-loop clients (where the machine's CPU went per
@@ -14,7 +14,9 @@
 // latency-injecting proxy that stands in for a slow model in front of the
 // fake provider, the samplers of the server's memory and goroutines, the
 // Postgres cost counters read around each step, the pgbench ceiling run,
-// and the report. It talks to Tollgate only over HTTP and to Postgres only
+// and the report; the statistics and the report's file come from
+// tools/bench/stats, shared with the peer comparison and the data
+// scenarios. It talks to Tollgate only over HTTP and to Postgres only
 // through its statistics views, so what it measures is what a client and an
 // operator would see; it imports no Tollgate package.
 //

@@ -50,8 +50,8 @@ const (
 	KindPoll   = "get-poll"    // GET /v1/tasks/{id}
 )
 
-// replayTargetPerS is issue 9's target for replayed duplicate POSTs on its
-// 2-core machine.
+// replayTargetPerS is the target for replayed duplicate POSTs on a 2-core
+// machine.
 const replayTargetPerS = 2000
 
 // DuplicatesResult is what scenario 3 saw.
@@ -72,7 +72,7 @@ type DuplicatesRun struct {
 	Clients   int       `json:"clients"`
 	DurationS float64   `json:"duration_s"`
 	Calls     CallStats `json:"calls"`
-	// TargetPerS is issue 9's target for this kind (0: none stated).
+	// TargetPerS is the target for this kind (0: none stated).
 	TargetPerS float64   `json:"target_per_s,omitempty"`
 	MetTarget  bool      `json:"met_target"`
 	Resources  Resources `json:"server"`

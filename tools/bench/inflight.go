@@ -124,7 +124,7 @@ type InFlightSample struct {
 	Goroutines int     `json:"goroutines"`
 }
 
-// rssTargetMB is issue 9's target for 10,000 tasks in flight.
+// rssTargetMB is the memory target for 10,000 tasks in flight.
 const rssTargetMB = 500
 
 // goroutineBound is the most goroutines the server should need with
@@ -443,7 +443,7 @@ func tallyFinals(r *InFlightResult, views []taskView) {
 }
 
 // inFlightVerdict says whether memory and goroutines stayed bounded: RSS
-// under issue 9's target, goroutines within what the workers and client
+// under its target, goroutines within what the workers and client
 // connections explain (when the worker count is known), and every task
 // finished.
 func inFlightVerdict(r InFlightResult) (bool, string) {

@@ -6,13 +6,15 @@ import (
 	"strings"
 )
 
-// The scenarios of issue 9 that the harness runs, in the order it runs them.
+// The scenarios the harness runs, in the order it runs them. The numbers
+// are the scenarios' own: (4) and (5) are the data scenarios of
+// tools/bench/bigdata.
 const (
 	// ScenarioThroughput (1) offers each rate open loop at each model
 	// latency and finds the highest sustained one, against the pgbench
 	// ceiling.
 	ScenarioThroughput = "throughput"
-	// ScenarioAgent (issue 26) is throughput's steps with agent-sized
+	// ScenarioAgent is throughput's steps with agent-sized
 	// requests (tools, a tool loop's history), against the ceiling of the
 	// same statements with rows of that size.
 	ScenarioAgent = "agent"

@@ -1,5 +1,5 @@
 // Package bigdata measures Tollgate's reads over a large history: scenarios
-// (4) and (5) of issue 9. It owns two things.
+// (4) and (5) of the performance targets. It owns two things.
 //
 // The seed fills a migrated scratch database with the rows the service
 // itself would have written for a long history, in set-based SQL

@@ -30,7 +30,7 @@ type Shape struct {
 	Batch int64
 }
 
-// DefaultShape is issue 9's scenario sizes: 1,000,000 tasks and about
+// DefaultShape is the data scenarios' sizes: 1,000,000 tasks and about
 // 10,000,000 ledger rows over 90 days for 40 owners, ending at end.
 func DefaultShape(end time.Time) Shape {
 	return Shape{Tasks: 1_000_000, Ledger: 10_000_000, Owners: 40, Span: 90 * 24 * time.Hour,

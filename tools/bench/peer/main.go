@@ -2,7 +2,7 @@
 // fake model provider called directly, through the Portkey gateway and
 // through Tollgate's synchronous OpenAI-compatible endpoint, at
 // concurrency 1 and at a fixed open-loop arrival rate, and reports what
-// each gateway adds (issue 9, "Side by side with a peer").
+// each gateway adds.
 //
 // The two gateways do different work: Portkey is a stateless proxy that
 // forwards the call and stores nothing; Tollgate commits durable state per

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run.sh is the optional side by side of issue 9 ("Side by side with a
-# peer"): the latency of one chat completion against the fake model called
-# directly, through the Portkey gateway, and through Tollgate's synchronous
+# run.sh is the optional side by side with a peer gateway: the latency of
+# one chat completion against the fake model called directly, through the
+# Portkey gateway, and through Tollgate's synchronous
 # POST /v1/chat/completions, at concurrency 1 and at a fixed open-loop rate.
 #
 # Portkey is a stateless proxy: it forwards the call and stores nothing.
@@ -11,13 +11,14 @@
 #
 # With Go, PostgreSQL and npm, it
 #   1. installs the pinned @portkey-ai/gateway (package-lock.json) into
-#      tools/bench/peer/node_modules, unless that version is already there; it
-#      exits 0 with "skipped: npm not available" when npm is missing or the
+#      tools/bench/peer/node_modules, unless that version is already there;
+#      it exits 0 with "skipped: npm not available" when npm is missing or the
 #      install fails;
 #   2. builds tollgate from the last commit (git archive HEAD: the shared
 #      checkout may hold others' unfinished edits) and the load client
-#      (tools/bench/peer, standard library only) into a temporary folder, so that
-#      the shared bin/ is left alone; PEER_TOLLGATE_BIN skips the first;
+#      (tools/bench/peer: the standard library and tools/bench/stats) into
+#      a temporary folder, so that the shared bin/ is left alone;
+#      PEER_TOLLGATE_BIN skips the first;
 #   3. recreates the scratch database $PEER_DB, migrated, with owner "peer",
 #      a budget that cannot run out and a client key;
 #   4. starts the fake provider, Portkey (--headless) and `tollgate serve`

@@ -1,7 +1,7 @@
 // Command tollbench-data seeds a scratch Tollgate database with a large
 // history and measures the reads that history makes slow: replay lookup and
 // support search over a million records, the usage report and the CSV
-// export over ten million ledger rows (issue 9, scenarios 4 and 5).
+// export over ten million ledger rows (the data scenarios 4 and 5).
 // scripts/bench-data.sh runs it twice, around starting `tollgate serve`:
 //
 //	tollbench-data -seed -db postgres://.../tollgate_bigdata -tasks 1000000 -ledger 10000000 -out tools/bench/results/data.json

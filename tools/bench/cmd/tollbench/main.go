@@ -1,5 +1,5 @@
 // Command tollbench measures Tollgate end to end against the ceiling
-// Postgres sets on the same machine (issue 9). `make bench` builds it and
+// Postgres sets on the same machine. `make bench` builds it and
 // runs it through scripts/bench.sh, which starts the fake provider and
 // `tollgate serve` on a fresh database first.
 //
@@ -17,9 +17,9 @@
 // path and reports Tollgate as a fraction of that. The report is also
 // written as JSON (-out).
 //
-// -scenarios picks what to run (issue 9's scenarios 1-3 and issue 26's
-// agent): throughput (the above, the default), agent (throughput's steps
-// at -agent-rates with a 32 KiB request of 20 tools and a 30-message tool
+// -scenarios picks what to run (scenarios 1-3 and the agent scenario):
+// throughput (the above, the default), agent (throughput's steps at
+// -agent-rates with a 32 KiB request of 20 tools and a 30-message tool
 // loop, against the pgbench ceiling of -agent-ceiling-db with rows of that
 // size), inflight (-inflight-tasks submitted against a
 // -inflight-latency model, the server's RSS and goroutines sampled until
