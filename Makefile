@@ -50,10 +50,10 @@ lint:
 	$(GO) tool gocyclo -over 20 -ignore '_test' tasks budget
 	$(GO) run ./tools/paramlimit -max 6 tasks budget gate replay
 
-# make bench: the performance harness of issue 9, never part of make test.
+# make bench: the performance harness (tools/bench), never part of make test.
 # Measures the pgbench ceiling of one task's SQL, then Tollgate at each rate
 # and model latency on a fresh database, and writes
-# bench/results/latest.json. Tune it with BENCH_RATES, BENCH_DURATION,
+# tools/bench/results/latest.json. Tune it with BENCH_RATES, BENCH_DURATION,
 # BENCH_LATENCIES, ... (see scripts/bench.sh), e.g.
 #   make bench BENCH_RATES=20,50 BENCH_DURATION=10s
 # BENCH_SCENARIOS picks scenarios: throughput (the default), agent (about
@@ -63,18 +63,18 @@ lint:
 .PHONY: bench bench-data
 bench:
 	$(GO) build -o $(BIN) ./cmd/tollgate
-	$(GO) build -o bin/tollbench ./cmd/tollbench
+	$(GO) build -o bin/tollbench ./tools/bench/cmd/tollbench
 	@bash scripts/ensure-postgres.sh "$${BENCH_PG:-}"
 	@bash scripts/bench.sh
 
-# make bench-data: scenarios 4 and 5 of issue 9, reads over a large
-# history (replay lookup and support search over 1,000,000 records, usage
+# make bench-data: scenarios 4 and 5 (tools/bench/bigdata), reads over a
+# large history (replay lookup and support search over 1,000,000 records, usage
 # report and CSV export over 10,000,000 ledger rows). Seeds a scratch
 # database for about ten minutes; see scripts/bench-data.sh, e.g.
 #   make bench-data BENCH_DATA_TASKS=50000 BENCH_DATA_LEDGER=500000
 bench-data:
 	$(GO) build -o $(BIN) ./cmd/tollgate
-	$(GO) build -o bin/tollbench-data ./cmd/tollbench-data
+	$(GO) build -o bin/tollbench-data ./tools/bench/cmd/tollbench-data
 	@bash scripts/ensure-postgres.sh "$${BENCH_PG:-}"
 	@bash scripts/bench-data.sh
 

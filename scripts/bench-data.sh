@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench-data.sh measures Tollgate's reads over a large history: scenarios
-# (4) and (5) of issue 9 (replay lookup and support search over 1,000,000
-# records; usage report and CSV export over 10,000,000 ledger rows). Never
-# part of `make test`.
+# (4) and (5), tools/bench/bigdata (replay lookup and support search over
+# 1,000,000 records; usage report and CSV export over 10,000,000 ledger
+# rows). Never part of `make test`.
 #
 # With PostgreSQL up and bin/tollgate built, it
 #   1. recreates the scratch database $BENCH_DATA_DB, migrates it and seeds
@@ -10,7 +10,7 @@
 #   2. creates a support, a finance and a client key with `tollgate keys
 #      create`;
 #   3. starts `tollgate serve` on $BENCH_DATA_ADDR in the background (logs
-#      in bench/results/data-serve.log; the in-process fake provider, which
+#      in tools/bench/results/data-serve.log; the in-process fake provider, which
 #      none of these reads calls);
 #   4. measures (tollbench-data -measure): lookups and searches with
 #      concurrent clients, usage reports, CSV exports while sampling the
@@ -32,7 +32,7 @@
 #   BENCH_DATA_USAGE_RUNS   runs of each usage report         (3)
 #   BENCH_DATA_REUSE        1: measure the database a KEEP run left, no seed
 #   BENCH_DATA_KEEP         1: keep the database at the end (for REUSE)
-#   BENCH_DATA_OUT          report                            (bench/results/data.json)
+#   BENCH_DATA_OUT          report                            (tools/bench/results/data.json)
 #   BENCH_PG                PostgreSQL root URL               (postgres://postgres@127.0.0.1:5432)
 #   BENCH_DATA_DB           database name                     (tollgate_bigdata)
 #   BENCH_DATA_ADDR         serve's address                   (127.0.0.1:18680)
@@ -45,7 +45,7 @@ set -euo pipefail
 
 tollgate=${TOLLGATE_BIN:-bin/tollgate}
 tollbench=${TOLLBENCH_DATA_BIN:-bin/tollbench-data}
-readonly results=bench/results
+readonly results=tools/bench/results
 out=${BENCH_DATA_OUT:-$results/data.json}
 pg=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 db=${BENCH_DATA_DB:-tollgate_bigdata}
@@ -62,7 +62,7 @@ die() {
 [[ -x $tollgate ]] || die "$tollgate is missing: run make build (or set TOLLGATE_BIN)"
 if [[ ! -x $tollbench ]]; then
 	say "building $tollbench"
-	go build -o "$tollbench" ./cmd/tollbench-data
+	go build -o "$tollbench" ./tools/bench/cmd/tollbench-data
 fi
 command -v psql >/dev/null || die "psql not found: it comes with PostgreSQL's client package"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench.sh is `make bench`: Tollgate's performance harness (issue 9). Never
-# part of `make test`.
+# bench.sh is `make bench`: Tollgate's performance harness (tools/bench).
+# Never part of `make test`.
 #
 # With the binaries built (bin/tollgate, bin/tollbench) and PostgreSQL up,
 # it
@@ -9,10 +9,10 @@
 #      $BENCH_DB_ceiling_agent for the agent scenario's, all migrated, each
 #      with owner "bench" and a budget that cannot run out;
 #   2. starts, in the background, the fake provider and `tollgate serve`
-#      (logs in bench/results/*.log) with MODEL_BASE_URL pointing at the
+#      (logs in tools/bench/results/*.log) with MODEL_BASE_URL pointing at the
 #      latency proxy that tollbench runs in front of the fake, and
 #      TOLLGATE_WORKERS sized for the highest rate and latency;
-#   3. runs tollbench with the scenarios of $BENCH_SCENARIOS (issue 9):
+#   3. runs tollbench with the scenarios of $BENCH_SCENARIOS:
 #      throughput (the default) measures the ceiling, then every rate at
 #      every model latency, and prints a table per latency; agent does the
 #      same at $BENCH_AGENT_RATES with about 32 KiB requests (20 tools, a
@@ -22,7 +22,7 @@
 #      and samples the server's RSS and goroutines until all finished;
 #      duplicates creates $BENCH_DUP_KEYS tasks, then replays their POSTs
 #      and polls them with GETs from closed-loop clients. It prints a
-#      summary and writes bench/results/latest.json;
+#      summary and writes tools/bench/results/latest.json;
 #   4. stops what it started, however it exits.
 #
 # Safe to repeat: the databases are dropped and recreated each run. Two runs
@@ -56,7 +56,7 @@
 #   BENCH_SERVE_ENV        more environment for serve alone, e.g. "GOMAXPROCS=1 GOGC=200" (none)
 #   BENCH_PPROF_ADDR       serve's TOLLGATE_PPROF_ADDR; each duplicates run then saves
 #                          a server CPU profile in the results directory (off)
-#   BENCH_RESULTS          report and logs directory        (bench/results)
+#   BENCH_RESULTS          report and logs directory        (tools/bench/results)
 #   BENCH_BIN              where tollgate and tollbench are (bin; make bench builds them there)
 #   BENCH_ARGS             more tollbench flags, e.g. "-settle 5s" or "-inflight-rate 500"
 #
@@ -70,7 +70,7 @@ set -euo pipefail
 
 bin=${BENCH_BIN:-bin}
 readonly tollgate=$bin/tollgate tollbench=$bin/tollbench
-results=${BENCH_RESULTS:-bench/results}
+results=${BENCH_RESULTS:-tools/bench/results}
 scenarios=${BENCH_SCENARIOS:-throughput}
 rates=${BENCH_RATES:-20,50,100,200}
 duration=${BENCH_DURATION:-20s}

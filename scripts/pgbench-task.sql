@@ -1,5 +1,5 @@
 -- pgbench-task.sql: one Tollgate task's happy path as plain SQL, the
--- ceiling `make bench` compares Tollgate with (see bench/ceiling.go).
+-- ceiling `make bench` compares Tollgate with (see tools/bench/ceiling.go).
 --
 -- One run of this script is one task: the writes Tollgate must commit for
 -- it, in the two transactions it uses, with the statements of the code
