@@ -30,7 +30,7 @@ const (
 // trace. The span's trace id is the request's trace id: in X-Trace-Id, in
 // problems, in logs, and carried to the task (tasks read the span from the
 // request context). Should no tracer provider be installed, spans have no
-// ids and a random trace id stands in, as before tracing existed.
+// ids and a random trace id stands in.
 func traceID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
