@@ -45,13 +45,14 @@ type admission struct {
 func (a *admission) needsJob() bool { return !a.onArrival }
 
 // queueInsert queues a's task row, under the idempotency constraint, with
-// its job's id (0 for none). A key taken by a concurrent request (ON CONFLICT waits for
-// it to commit or roll back) sets a.taken, or, when strict, fails the
-// statement with a unique violation, aborting the transaction: a batch's
-// rows are sent with its COMMIT, so only an error can stop that commit,
-// and an error costs nothing to plan (a count of the batch's rows after
-// them, its id = ANY($1) never given a generic plan, was planned anew for
-// every batch: 0.13 ms of PostgreSQL's time per task at 200 tasks/s).
+// its job's id (0 for none). A key taken by a concurrent request (ON
+// CONFLICT waits for it to commit or roll back) sets a.taken, or, when
+// strict, fails the statement with a unique violation, aborting the
+// transaction: a batch's rows are sent with its COMMIT, so only an error
+// can stop that commit, and an error costs nothing to plan, where a count
+// of the batch's rows after them (its id = ANY($1) never given a generic
+// plan) would be planned anew for every batch: 0.13 ms of PostgreSQL's
+// time per task at 200 tasks/s.
 func (a *admission) queueInsert(b *pgx.Batch, jobID int64, strict bool) {
 	a.jobID = jobID
 	var job any
@@ -107,9 +108,9 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64, strict bool) {
 // the row (answerColumns) would give it: the statement returns only what
 // PostgreSQL decided (the timestamps) and the stored metadata, decoded as
 // a read decodes it, since that is what later reads will answer with. The
-// rest, this process holds already: reading the whole row back cost a
-// JSON decode of the request, inside the owner's admission lane, at every
-// admission (TestAdmissionAnswersAsAReadWould holds the two equal).
+// rest, this process holds already: reading the whole row back would cost
+// a JSON decode of the request, inside the owner's admission lane, at
+// every admission (TestAdmittedTaskIsTheRowAsRead holds the two equal).
 func (a *admission) admitted(t Task, metadata []byte) error {
 	sub := a.sub
 	t.ID, t.OwnerID, t.IdempotencyKey, t.Model, t.ReservedMicros = a.id, a.owner, a.key, a.model, a.amount

@@ -21,8 +21,8 @@ import (
 // admitting every task answers each later than the last: admissions queue
 // for connections and for the owner's budget row, the queue's backlog
 // grows, and the host spends its CPU on waits and re-reads instead of
-// finishing work (docs/BENCHMARKS.md, "Overload"). Create refuses a new
-// task at once instead, with ErrOverloaded and a Retry-After, when
+// finishing work. Create refuses a new task at once instead, with
+// ErrOverloaded and a Retry-After, when
 //
 //   - this process already has Config.MaxAdmitting admissions in progress
 //     (from the request's first read to its commit) and the oldest of them
