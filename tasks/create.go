@@ -76,12 +76,10 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	// all: such a request is refused before it is redacted and sealed,
 	// which costs most for the largest requests.
 	look := s.lookupOf(p)
-	keyGate := gate.Open
+	look.room = p.amount
 	if !sub.Inline && s.mayRunOnArrival() {
-		look.gateOf, look.gate = p.model.Provider, &keyGate
+		look.gateOf = p.model.Provider
 	}
-	var broke bool
-	look.also = func(b *pgx.Batch) { budget.QueueNoHeadroom(b, sub.OwnerID, s.cfg.Now(), p.amount, &broke) }
 	f, err := s.lookup(ctx, look)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: create: %w", err)
@@ -89,7 +87,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	if f.task != nil {
 		return s.replayed(*f.task, f.sameRequest)
 	}
-	if broke {
+	if f.noRoom {
 		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
 		return Created{}, budget.ErrInsufficient
 	}
@@ -112,7 +110,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 			}
 		}()
 	}
-	arrival, err := s.arriveOrQueue(a, p.model, keyGate == gate.Closed)
+	arrival, err := s.arriveOrQueue(a, p.model, f.gate == gate.Closed)
 	if err != nil {
 		s.cfg.Metrics.TaskSubmitted("overloaded")
 		return Created{}, err
@@ -320,11 +318,11 @@ type lookupParams struct {
 	// hashes were keyed holds the latter.
 	keys   []string
 	hashes [][]byte
-	// gate, when not nil, receives the gate of provider key gateOf.
+	// gateOf, when not "", is the provider key whose gate is read.
 	gateOf string
-	gate   *gate.Mode
-	// also, when not nil, queues further reads on the same round trip.
-	also func(*pgx.Batch)
+	// room, when above zero, is a reservation whose room in the owner's
+	// budget is checked (budget.QueueNoHeadroom).
+	room int64
 }
 
 // found is what lookup read.
@@ -334,6 +332,8 @@ type found struct {
 	// says whether its request hash is the request's.
 	task        *Task
 	sameRequest bool
+	gate        gate.Mode // lookupParams.gateOf's gate; gate.Open when not read
+	noRoom      bool      // the owner's budget has no room for lookupParams.room
 }
 
 // lookupOf is the lookup of p's key and request hash.
@@ -344,13 +344,13 @@ func (s *Service) lookupOf(p plan) lookupParams {
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under the key, if any, and what else p asks for.
 func (s *Service) lookup(ctx context.Context, p lookupParams) (found, error) {
-	var f found
+	f := found{gate: gate.Open}
 	b := &pgx.Batch{}
-	if p.also != nil {
-		p.also(b)
+	if p.room > 0 {
+		budget.QueueNoHeadroom(b, p.owner, s.cfg.Now(), p.room, &f.noRoom)
 	}
-	if p.gate != nil {
-		gate.QueuePeek(b, p.gateOf, p.gate)
+	if p.gateOf != "" {
+		gate.QueuePeek(b, p.gateOf, &f.gate)
 	}
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, p.owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&f.policy)
