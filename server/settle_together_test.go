@@ -90,7 +90,7 @@ func metricValue(t *testing.T, page []byte, name string) float64 {
 
 // TestAdmissionsOfOneOwnerCommitTogether makes admissions of one owner
 // queue behind each other and checks that they are written in shared
-// transactions (tasks.admitTogether). The queue is made, not hoped for:
+// transactions (tasks.batchAdmitter). The queue is made, not hoped for:
 // the test holds the owner's balance rows, so a first admission waits in
 // PostgreSQL with its owner's batch in progress; 160 more submissions (150
 // keys, ten of them sent twice) are then all in progress behind it before

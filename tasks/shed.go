@@ -21,8 +21,8 @@ import (
 // admitting every task answers each later than the last: admissions queue
 // for connections and for the owner's budget row, the queue's backlog
 // grows, and the host spends its CPU on waits and re-reads instead of
-// finishing work (docs/BENCHMARKS.md, "Overload"). Create refuses a new
-// task at once instead, with ErrOverloaded and a Retry-After, when
+// finishing work. Create refuses a new task at once instead, with
+// ErrOverloaded and a Retry-After, when
 //
 //   - this process already has Config.MaxAdmitting admissions in progress
 //     (from the request's first read to its commit) and the oldest of them
@@ -72,7 +72,7 @@ type shedder struct {
 	mu           sync.Mutex
 	started      map[uint64]time.Time // admissions in progress, by sequence number
 	seq          uint64
-	// behind: the bound found a backlog (see admit); until the admissions
+	// behind: the bound found a backlog (see begin); until the admissions
 	// in progress fall to half the bound, every new one past the bound is
 	// refused, however young the oldest.
 	behind bool
@@ -91,7 +91,7 @@ func newShedder(c *catalog.Catalog, cfg Config) *shedder {
 	return s
 }
 
-// admit counts one admission in progress, or refuses it when the process
+// begin counts one admission in progress, or refuses it when the process
 // has maxAdmitting already and the oldest of them has waited the patience:
 // a burst, admitted as fast as it arrives, is let through; a backlog, whose
 // oldest admissions wait on, is not. Once a backlog is found the bound is
@@ -99,7 +99,7 @@ func newShedder(c *catalog.Catalog, cfg Config) *shedder {
 // under sustained overload an admission waits for about maxAdmitting
 // commits, not the patience again each time the oldest has gone. done
 // must be called once the admission ends.
-func (s *shedder) admit() (done func(), err error) {
+func (s *shedder) begin() (done func(), err error) {
 	now := time.Now()
 	s.mu.Lock()
 	n := int64(len(s.started))
@@ -163,21 +163,6 @@ func (s *shedder) queue(providerKey string) error {
 	return &OverloadError{Reason: ShedQueue, RetryAfter: min(max(over, time.Second), 30*time.Second)}
 }
 
-// queueWaitSQL reads, per provider queue, how long the job River will fetch
-// next has been due: the first available job in the order of River's
-// fetch index (state, queue, priority, scheduled_at, id), so one index
-// probe per queue however long the backlog. Snoozed and paused work
-// (behind a breaker, a Retry-After) is scheduled, not available, and does
-// not count: that wait is the provider's, and leaves new work queued.
-const queueWaitSQL = `
-	SELECT q.queue, COALESCE(GREATEST(EXTRACT(EPOCH FROM now() - j.scheduled_at), 0), 0)::float8
-	FROM unnest($1::text[]) AS q(queue)
-	LEFT JOIN LATERAL (
-		SELECT scheduled_at FROM river_job
-		WHERE state = 'available' AND queue = q.queue
-		ORDER BY priority, scheduled_at, id
-		LIMIT 1) j ON true`
-
 // sample reads every provider queue's wait once. On failure the waits
 // read before are forgotten (set to zero): shedding on a stale reading
 // would refuse work for a backlog that may be gone.
@@ -191,31 +176,20 @@ func (s *shedder) sample(ctx context.Context, pool *pgxpool.Pool) error {
 		queues = append(queues, queueFor(key))
 		byQueue[queueFor(key)] = key
 	}
-	rows, err := pool.Query(ctx, queueWaitSQL, queues)
-	if err == nil {
-		defer rows.Close()
-		for rows.Next() {
-			var queue string
-			var secs float64
-			if err = rows.Scan(&queue, &secs); err != nil {
-				break
-			}
-			key := byQueue[queue]
-			d := time.Duration(secs * float64(time.Second))
-			s.waits[key].Store(int64(d))
-			s.metrics.QueueWait(key, d)
-		}
-		if err == nil {
-			err = rows.Err()
-		}
-	}
+	waits, err := readQueueWaits(ctx, pool, queues)
 	if err != nil {
 		for key, w := range s.waits {
 			w.Store(0)
 			s.metrics.QueueWait(key, 0)
 		}
+		return err
 	}
-	return err
+	for queue, d := range waits {
+		key := byQueue[queue]
+		s.waits[key].Store(int64(d))
+		s.metrics.QueueWait(key, d)
+	}
+	return nil
 }
 
 // sampleQueues reads the queues' waits every interval until ctx ends.

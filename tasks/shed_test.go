@@ -27,14 +27,14 @@ func TestShedderAdmissions(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newShedder(cat, Config{MaxAdmitting: c.max, ShedAdmittingAfter: c.patience})
-			first, err := s.admit()
+			first, err := s.begin()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.admit(); err != nil {
+			if _, err := s.begin(); err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.admit()
+			_, err = s.begin()
 			var oe *OverloadError
 			if got := errors.As(err, &oe); got != c.wantShed {
 				t.Fatalf("third admission: err = %v, want shed %v", err, c.wantShed)
@@ -44,7 +44,7 @@ func TestShedderAdmissions(t *testing.T) {
 					t.Errorf("err = %#v, want ErrOverloaded, admissions, 1s", err)
 				}
 				first()
-				if _, err := s.admit(); err != nil {
+				if _, err := s.begin(); err != nil {
 					t.Errorf("after one ended: %v, want admitted", err)
 				}
 			}
@@ -59,7 +59,7 @@ func TestShedderStaysStrictUntilTheBacklogClears(t *testing.T) {
 	s := newShedder(cat, Config{MaxAdmitting: 4})
 	var done []func()
 	admit := func() error {
-		d, err := s.admit()
+		d, err := s.begin()
 		if err == nil {
 			done = append(done, d)
 		}

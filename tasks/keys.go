@@ -1,0 +1,65 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/redact"
+)
+
+// logKeyDigits is how many hex digits of a stored key's digest a log
+// line shows: enough to tell one owner's tasks apart, half the digest.
+const logKeyDigits = 16
+
+// logKey is how an idempotency key appears in logs: the beginning of its
+// stored form (StoredKey), "h:" and the first digits of its keyed digest.
+// That is a digest already, since clients sometimes put meaningful data in
+// keys, and the very prefix of the idempotency_key support sees in API
+// answers, so a log line and a task can be matched. A key stored in clear
+// (before keys were digested) is never logged.
+func logKey(stored string) string {
+	if !strings.HasPrefix(stored, redact.HashPrefix) {
+		return ""
+	}
+	return stored[:min(len(stored), len(redact.HashPrefix)+logKeyDigits)]
+}
+
+// Fields applies the privacy table (redact.Fields) to the short fields
+// other packages store: X-Reason, top-up notes, route users.
+func (s *Service) Fields() redact.Stored { return redact.NewStored(s.cfg.Redactor, s.digestKey) }
+
+// StoredKey is an idempotency key as tasks.idempotency_key holds it: its
+// keyed digest, so support finds a task by the exact key and a dump shows
+// none. It never fails.
+func (s *Service) StoredKey(key string) string {
+	return s.Fields().Apply(redact.FieldIdempotencyKey, key)
+}
+
+// keyedHash is a request hash as tasks.request_hash holds it: HMAC-SHA256
+// of the plain hash under the digest key.
+func (s *Service) keyedHash(plain []byte) []byte { return keyHash(s.digestKey, plain) }
+
+// lookupKeys returns the forms under which a task may hold the client's
+// key: its keyed digest (StoredKey), and the key as sent for a task stored
+// before keys were digested. Create, its lookups and Exists share them, so
+// a retry finds the same task whichever way it asks. A key that begins
+// with "h:" is looked up only as its digest: stored keys are shown in API
+// answers, and one sent back as a key must not reach the task it names.
+func (s *Service) lookupKeys(sent string) []string {
+	if strings.HasPrefix(sent, redact.HashPrefix) {
+		return []string{s.StoredKey(sent)}
+	}
+	return []string{s.StoredKey(sent), sent}
+}
+
+// Exists reports whether the owner has a task under the idempotency key,
+// in any of the forms Create finds it under (lookupKeys).
+func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2))`, owner, s.lookupKeys(key)).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("tasks: exists: %w", err)
+	}
+	return ok, nil
+}
