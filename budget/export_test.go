@@ -1,0 +1,21 @@
+package budget
+
+// Names the tests of package budget_test reach that callers never need.
+var (
+	AddMicros = addMicros
+	MulMicros = mulMicros
+
+	ErrPeriodNotOpen = errPeriodNotOpen
+	ErrBatchShort    = errBatchShort
+)
+
+const (
+	GroupOwner    = groupOwner
+	GroupWorkload = groupWorkload
+	GroupModel    = groupModel
+	GroupDay      = groupDay
+	GroupMonth    = groupMonth
+
+	WhatUnsettled         = whatUnsettled
+	WhatReleasedAfterCall = whatReleasedAfterCall
+)
