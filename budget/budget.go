@@ -46,9 +46,9 @@ func ParsePeriod(s string) (Period, error) {
 	return "", fmt.Errorf("%w: period %q is not none, daily or monthly", ErrInvalid, s)
 }
 
-// Bounds returns the UTC period that contains at. A period-less budget has
+// bounds returns the UTC period that contains at. A period-less budget has
 // one everlasting period starting at the Unix epoch, and no end.
-func (p Period) Bounds(at time.Time) (start time.Time, end *time.Time) {
+func (p Period) bounds(at time.Time) (start time.Time, end *time.Time) {
 	at = at.UTC()
 	switch p {
 	case PeriodDaily:
@@ -244,12 +244,10 @@ func (s *Store) Balances(ctx context.Context, owner string) ([]Balance, error) {
 	}
 	out := make([]Balance, 0, len(limits))
 	for _, l := range limits {
-		start, end := Period(l.period).Bounds(s.now())
+		start, end := Period(l.period).bounds(s.now())
 		b := Balance{OwnerID: owner, Workload: l.workload, Period: Period(l.period), PeriodStart: start, PeriodEnd: end, TotalMicros: l.total}
-		err := s.pool.QueryRow(ctx, `
-			SELECT total_micros, reserved_micros, spent_micros FROM budget_periods
-			WHERE owner_id = $1 AND workload = $2 AND period_start = $3`, owner, l.workload, start).
-			Scan(&b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
+		err := s.pool.QueryRow(ctx, `SELECT total_micros, reserved_micros, spent_micros FROM `+balanceRowByKey,
+			owner, l.workload, start).Scan(&b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("budget: balances: %w", err)
 		}
@@ -282,7 +280,7 @@ func adjustTx(ctx context.Context, tx pgx.Tx, a adjustment) error {
 			FROM k WHERE b.id = k.id AND k.total_micros::numeric + $2 <= $6
 			RETURNING b.owner_id, b.workload
 		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
+			`+ledgerAdjustRow+`
 			SELECT owner_id, workload, $1, $3, $2, $4, $5 FROM p
 		)
 		SELECT EXISTS (SELECT 1 FROM k), EXISTS (SELECT 1 FROM p)`, a.id, a.delta, a.kind, a.actor, a.note, MaxTotalMicros).Scan(&found, &moved)

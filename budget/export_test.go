@@ -1,5 +1,7 @@
 package budget
 
+import "time"
+
 // Names the tests of package budget_test reach that callers never need.
 var (
 	AddMicros = addMicros
@@ -19,3 +21,6 @@ const (
 	WhatUnsettled         = whatUnsettled
 	WhatReleasedAfterCall = whatReleasedAfterCall
 )
+
+// Bounds is bounds, for the tests.
+func (p Period) Bounds(at time.Time) (start time.Time, end *time.Time) { return p.bounds(at) }

@@ -46,7 +46,7 @@ func release(ctx context.Context, tx pgx.Tx, taskID string) error {
 			UPDATE budget_periods b SET `+setFromLocked+`, reserved_micros = k.reserved_micros - $2, spent_micros = k.spent_micros
 			FROM locked k WHERE b.id = k.id RETURNING b.id, b.owner_id, b.workload
 		)
-		INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
+		`+ledgerTaskRow+`
 		SELECT owner_id, workload, id, $1, 'release', $2 FROM p`, taskID, amount, ids)
 	if err != nil {
 		return fmt.Errorf("budget: release: %w", err)

@@ -31,9 +31,9 @@ type Reservation struct {
 // It opens no period. When the reservations cannot be held in full (a row
 // short, an owner with no budget, a period not opened yet) the statement
 // aborts the transaction, so nothing after it runs, and b's results return
-// ErrInsufficient, or errPeriodNotOpen for a period the opener
-// (BalanceRows) must open first. A batch's caller then reserves each member
-// on its own. Every amount must be positive: the reservation's CHECK
+// ErrInsufficient, or for a period not opened yet an error of its own: the
+// period opener (BalanceRows) opens it. A batch's caller then reserves
+// each member on its own, opening periods first. Every amount must be positive: the reservation's CHECK
 // constraint refuses others.
 func QueueReserve(b *pgx.Batch, rs ...Reservation) {
 	if len(rs) == 0 {
@@ -95,7 +95,7 @@ func reserveSQL(q string) string {
 			INSERT INTO budget_reservations (task_id, owner_id, amount_micros, estimated, budget_period_ids)
 			SELECT task_id, $1, amount, estimated, ids FROM per
 		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros)
+			` + ledgerTaskRow + `
 			SELECT p.owner_id, p.workload, p.id, per.task_id, 'reserve', per.amount
 			FROM per, unnest(per.ids) AS x (id) JOIN p ON p.id = x.id
 		)

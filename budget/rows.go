@@ -28,11 +28,15 @@ func balanceRowsFrom(owner, starts int, workloads string) string {
 // periodStarts returns the starts of the daily, monthly and period-less
 // periods containing at, the arguments balanceRowsFrom compares with.
 func periodStarts(at time.Time) (daily, monthly, none time.Time) {
-	daily, _ = PeriodDaily.Bounds(at)
-	monthly, _ = PeriodMonthly.Bounds(at)
-	none, _ = PeriodNone.Bounds(at)
+	daily, _ = PeriodDaily.bounds(at)
+	monthly, _ = PeriodMonthly.bounds(at)
+	none, _ = PeriodNone.bounds(at)
 	return daily, monthly, none
 }
+
+// balanceRowByKey finds a balance row by its key: owner $1, workload $2,
+// period start $3.
+const balanceRowByKey = `budget_periods WHERE owner_id = $1 AND workload = $2 AND period_start = $3`
 
 // openerSQL reads the balance rows a reservation of workload $2 holds.
 var openerSQL = `SELECT l.workload, p.id` + balanceRowsFrom(1, 3, `l.workload IN ('', $2)`)
@@ -106,7 +110,7 @@ func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at tim
 	if err != nil {
 		return 0, false, err
 	}
-	start, end := Period(period).Bounds(at)
+	start, end := Period(period).bounds(at)
 	err = tx.QueryRow(ctx, `
 		INSERT INTO budget_periods (owner_id, workload, period, period_start, period_end, total_micros)
 		VALUES ($1, $2, $3, $4, $5, $6)
@@ -114,7 +118,7 @@ func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at tim
 		RETURNING id`, owner, workload, period, start, end, total).Scan(&id)
 	if err == nil {
 		_, err = tx.Exec(ctx, `
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
+			`+ledgerAdjustRow+`
 			VALUES ($1, $2, $3, 'adjust', $4, $5, 'period opened')`, owner, workload, id, total, actor)
 		return id, true, err
 	}
@@ -123,7 +127,6 @@ func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at tim
 	}
 	// Another transaction opened it first; ON CONFLICT waited for it to
 	// commit, so this new statement sees the row.
-	err = tx.QueryRow(ctx, `SELECT id FROM budget_periods WHERE owner_id = $1 AND workload = $2 AND period_start = $3`,
-		owner, workload, start).Scan(&id)
+	err = tx.QueryRow(ctx, `SELECT id FROM `+balanceRowByKey, owner, workload, start).Scan(&id)
 	return id, false, err
 }

@@ -104,9 +104,7 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 	// key decides between instances). It returns one row, plus one per
 	// alert fired.
 	b.Queue(`
-		WITH r AS (
-`+closeHeldSQL("settled")+`
-		), locked AS (
+		WITH r AS (`+closeHeldSQL("settled")+`), locked AS (
 			SELECT b.id, b.total_micros, b.reserved_micros, b.spent_micros,
 			       b.total_micros - b.spent_micros - (b.reserved_micros - r.amount_micros) AS headroom
 			FROM budget_periods b, r WHERE b.id = ANY(r.budget_period_ids)
@@ -117,26 +115,21 @@ func queueSettle(b *pgx.Batch, s Settlement, thresholds []int, abort bool, out *
 		), p AS (
 			UPDATE budget_periods b SET `+setFromLocked+`, reserved_micros = k.reserved_micros - m.amount, spent_micros = k.spent_micros + m.charged
 			FROM m, locked k WHERE b.id = k.id
-			RETURNING b.id, b.owner_id, b.workload, b.period_start, b.spent_micros, b.total_micros
+			`+settledReturning+`
 		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros,
-			                           usage_source, model, input_tokens, output_tokens)
+			`+ledgerUsageRow+`
 			SELECT p.owner_id, p.workload, p.id, $1, k.kind, k.amount, $6, $3, $4, $5
 			FROM p, m, LATERAL (VALUES ('release', m.amount), ('settle', m.charged)) AS k (kind, amount)
 		), u AS (
-			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
-			                           cost_micros, charged_micros, shortfall_micros,
-			                           cached_input_tokens, cache_write_tokens, reasoning_tokens)
+			`+usageRow+`
 			SELECT $1, m.owner_id, $2, $3, $4, $5, $6, $7, m.charged, $7 - m.charged, $11, $12, $13 FROM m
 		), `+firedCTE+`
 		SELECT CASE WHEN m.charged IS NULL AND $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: no held reservation')
 		            ELSE m.charged END,
-		       a.owner_id, a.workload, a.period_start, a.threshold_pct, a.spent_micros, a.total_micros
+		       `+alertColumns+`
 		FROM (SELECT 1) AS one
 		LEFT JOIN m ON true
-		LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
-		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
-		ORDER BY a.id, a.threshold_pct`,
+		`+firedJoin,
 		s.TaskID, s.Workload, s.Model, s.InputTokens, s.OutputTokens, string(s.Source), s.CostMicros, thresholds, abort, s.ChargeCapMicros,
 		s.CachedInputTokens, s.CacheWriteTokens, s.ReasoningTokens,
 	).Query(func(rows pgx.Rows) error {
@@ -165,6 +158,19 @@ const firedCTE = `fired AS (
 			ON CONFLICT DO NOTHING
 			RETURNING budget_period_id, threshold_pct
 		)`
+
+// settledReturning is what the UPDATE p of a settlement statement returns:
+// the balance rows as updated, which firedCTE and firedJoin read.
+const settledReturning = `RETURNING b.id, b.owner_id, b.workload, b.period_start, b.spent_micros, b.total_micros`
+
+// alertColumns and firedJoin end a settlement statement: its answer row,
+// then one more per alert firedCTE recorded, read by scanSettled.
+const (
+	alertColumns = `a.owner_id, a.workload, a.period_start, a.threshold_pct, a.spent_micros, a.total_micros`
+	firedJoin    = `LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
+		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
+		ORDER BY a.id, a.threshold_pct`
+)
 
 // scanSettled reads the settlement statement's rows into out: what was
 // charged, hence the shortfall, and the alerts fired. No charge read means
@@ -299,17 +305,14 @@ func (ss *Settlements) queueBatch(b *pgx.Batch, thresholds []int) {
 			FROM totals t, locked k
 			WHERE b.id = t.period_id AND k.id = t.period_id
 			  AND k.reserved_micros - t.released + k.spent_micros + t.charged <= k.total_micros
-			RETURNING b.id, b.owner_id, b.workload, b.period_start, b.spent_micros, b.total_micros
+			`+settledReturning+`
 		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, task_id, kind, amount_micros,
-			                           usage_source, model, input_tokens, output_tokens)
+			`+ledgerUsageRow+`
 			SELECT p.owner_id, p.workload, p.id, rr.task_id, k.kind, k.amount, s.source, s.model, s.input_tokens, s.output_tokens
 			FROM rr JOIN p ON p.id = rr.period_id JOIN s ON s.ord = rr.ord,
 			     LATERAL (VALUES ('release', rr.amount), ('settle', rr.cost)) AS k (kind, amount)
 		), u AS (
-			INSERT INTO usage_records (task_id, owner_id, workload, model, input_tokens, output_tokens, source,
-			                           cost_micros, charged_micros, shortfall_micros,
-			                           cached_input_tokens, cache_write_tokens, reasoning_tokens)
+			`+usageRow+`
 			SELECT s.task_id, r.owner_id, s.workload, s.model, s.input_tokens, s.output_tokens, s.source, s.cost, s.cost, 0,
 			       s.cached_input_tokens, s.cache_write_tokens, s.reasoning_tokens
 			FROM s JOIN r ON r.ord = s.ord
@@ -317,11 +320,9 @@ func (ss *Settlements) queueBatch(b *pgx.Batch, thresholds []int) {
 		SELECT CASE WHEN (SELECT count(*) FROM r) < $9 THEN tollgate_abort('`+codeNoReservation+`', 'budget: a member of the batch holds no reservation')
 		            WHEN (SELECT count(*) FROM p) < (SELECT count(*) FROM totals) THEN tollgate_abort('`+codeBatchShort+`', 'budget: a balance row cannot charge the batch in full')
 		            ELSE $9 END,
-		       a.owner_id, a.workload, a.period_start, a.threshold_pct, a.spent_micros, a.total_micros
+		       `+alertColumns+`
 		FROM (SELECT 1) AS one
-		LEFT JOIN (SELECT p.id, p.owner_id, p.workload, p.period_start, f.threshold_pct, p.spent_micros, p.total_micros
-		           FROM fired f JOIN p ON p.id = f.budget_period_id) AS a ON true
-		ORDER BY a.id, a.threshold_pct`,
+		`+firedJoin,
 		ids, workloads, models, input, output, sources, costs, thresholds, n, cached, written, reasoning,
 	).Query(func(rows pgx.Rows) error {
 		var first Settled
