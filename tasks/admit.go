@@ -181,12 +181,11 @@ func (s *Service) admitAlone(ctx context.Context, a *admission) error {
 		if a.taken {
 			return errKeyTaken // rolled back, the job with it
 		}
-		ids, err := balance.Resolve(ctx, tx)
-		if err != nil {
+		if err := balance.Open(ctx, tx); err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
-		budget.QueueReserveOn(b, a.reservation(at), ids)
+		budget.QueueReserve(b, a.reservation(at))
 		return s.commitOnBudget(ctx, tx, a.owner, b)
 	})
 }
@@ -347,7 +346,7 @@ func (s *Service) writeBatch(ctx context.Context, batch []*admission) error {
 		for i, a := range batch {
 			rs[i] = a.reservation(at)
 		}
-		budget.QueueReserveMany(b, rs)
+		budget.QueueReserve(b, rs...)
 		// Not under the owner's queue (commitOnBudget): the rows inserted
 		// before the reservation may wait for a concurrent request's
 		// uncommitted row with the same key, which may itself be waiting
