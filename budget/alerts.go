@@ -101,9 +101,8 @@ func (a *Alerter) deliver(ctx context.Context, al Alert) {
 		err := a.post(ctx, body)
 		_, _ = a.pool.Exec(ctx, `
 			UPDATE budget_alerts SET attempts = attempts + 1, delivered_at = CASE WHEN $4 THEN now() END
-			WHERE threshold_pct = $3 AND budget_period_id = (
-				SELECT id FROM budget_periods WHERE owner_id = $1 AND workload = $2 AND period_start = $5)`,
-			al.OwnerID, al.Workload, al.ThresholdPct, err == nil, al.PeriodStart)
+			WHERE threshold_pct = $5 AND budget_period_id = (SELECT id FROM `+balanceRowByKey+`)`,
+			al.OwnerID, al.Workload, al.PeriodStart, err == nil, al.ThresholdPct)
 		if err == nil {
 			return
 		}

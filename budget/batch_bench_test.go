@@ -13,9 +13,8 @@ import (
 )
 
 // BenchmarkBatch measures one transaction that reserves, or settles, n
-// tasks of one owner with a capped workload: one statement per task (as
-// batches were written before QueueReserveMany and Settlements) against
-// one statement for the batch. ns/op is per batch; µs/task is reported.
+// tasks of one owner with a capped workload: one statement per task
+// against one statement for the batch. ns/op is per batch; µs/task is reported.
 // Sequential, one connection: the statements' own cost, without waits.
 //
 //	go test -run '^$' -bench Batch -benchtime 200x ./budget/
@@ -71,7 +70,7 @@ func BenchmarkBatch(b *testing.B) {
 					b.StartTimer()
 					run(b, func(q *pgx.Batch) {
 						if together {
-							budget.QueueReserveMany(q, rs)
+							budget.QueueReserve(q, rs...)
 							return
 						}
 						for _, r := range rs {
@@ -85,7 +84,7 @@ func BenchmarkBatch(b *testing.B) {
 				for b.Loop() {
 					b.StopTimer()
 					rs := batch(n)
-					run(b, func(q *pgx.Batch) { budget.QueueReserveMany(q, rs) })
+					run(b, func(q *pgx.Batch) { budget.QueueReserve(q, rs...) })
 					ss := settlements(rs)
 					b.StartTimer()
 					run(b, func(q *pgx.Batch) {
@@ -99,7 +98,9 @@ func BenchmarkBatch(b *testing.B) {
 							return
 						}
 						for _, s := range ss {
-							_ = budget.QueueSettle(q, s, budget.DefaultThresholds, &budget.Settled{})
+							var one budget.Settlements
+							_ = one.Add(s, &budget.Settled{})
+							one.Queue(q, budget.DefaultThresholds)
 						}
 					})
 				}

@@ -16,12 +16,12 @@ import (
 	"github.com/tollgate/tollgate/internal/testdb"
 )
 
-// reserveMany runs QueueReserveMany's one statement in a transaction of
+// reserveMany runs QueueReserve's one statement for rs in a transaction of
 // its own.
 func reserveMany(ctx context.Context, pool *pgxpool.Pool, rs []budget.Reservation) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		budget.QueueReserveMany(b, rs)
+		budget.QueueReserve(b, rs...)
 		return tx.SendBatch(ctx, b).Close()
 	})
 }

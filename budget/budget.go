@@ -46,9 +46,9 @@ func ParsePeriod(s string) (Period, error) {
 	return "", fmt.Errorf("%w: period %q is not none, daily or monthly", ErrInvalid, s)
 }
 
-// Bounds returns the UTC period that contains at. A period-less budget has
+// bounds returns the UTC period that contains at. A period-less budget has
 // one everlasting period starting at the Unix epoch, and no end.
-func (p Period) Bounds(at time.Time) (start time.Time, end *time.Time) {
+func (p Period) bounds(at time.Time) (start time.Time, end *time.Time) {
 	at = at.UTC()
 	switch p {
 	case PeriodDaily:
@@ -186,7 +186,7 @@ func (s *Store) setLimitTx(ctx context.Context, tx pgx.Tx, l Limit) (Balance, er
 	}
 	if existed && !opened && l.TotalMicros != old {
 		// Both within [0, MaxTotalMicros]: the difference fits.
-		if err := adjustTx(ctx, tx, id, l.TotalMicros-old, "adjust", l.Actor, "limit changed", "total_micros"); err != nil {
+		if err := adjustTx(ctx, tx, adjustment{id: id, delta: l.TotalMicros - old, kind: "adjust", actor: l.Actor, note: "limit changed", field: "total_micros"}); err != nil {
 			return Balance{}, err
 		}
 	}
@@ -208,7 +208,7 @@ func (s *Store) Topup(ctx context.Context, owner, workload string, amountMicros 
 		if err != nil {
 			return err
 		}
-		if err := adjustTx(ctx, tx, id, amountMicros, "topup", actor, note, "amount_micros"); err != nil {
+		if err := adjustTx(ctx, tx, adjustment{id: id, delta: amountMicros, kind: "topup", actor: actor, note: note, field: "amount_micros"}); err != nil {
 			return err
 		}
 		b, err = balanceTx(ctx, tx, id)
@@ -244,12 +244,10 @@ func (s *Store) Balances(ctx context.Context, owner string) ([]Balance, error) {
 	}
 	out := make([]Balance, 0, len(limits))
 	for _, l := range limits {
-		start, end := Period(l.period).Bounds(s.now())
+		start, end := Period(l.period).bounds(s.now())
 		b := Balance{OwnerID: owner, Workload: l.workload, Period: Period(l.period), PeriodStart: start, PeriodEnd: end, TotalMicros: l.total}
-		err := s.pool.QueryRow(ctx, `
-			SELECT total_micros, reserved_micros, spent_micros FROM budget_periods
-			WHERE owner_id = $1 AND workload = $2 AND period_start = $3`, owner, l.workload, start).
-			Scan(&b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
+		err := s.pool.QueryRow(ctx, `SELECT total_micros, reserved_micros, spent_micros FROM `+balanceRowByKey,
+			owner, l.workload, start).Scan(&b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("budget: balances: %w", err)
 		}
@@ -258,68 +256,41 @@ func (s *Store) Balances(ctx context.Context, owner string) ([]Balance, error) {
 	return out, nil
 }
 
-// openPeriodTx returns the balance row of the budget's period containing
-// at, opening it from the limit if needed (with an adjust ledger row for its
-// total). It returns ErrNotFound when the budget has no limit.
-func openPeriodTx(ctx context.Context, tx pgx.Tx, owner, workload string, at time.Time, actor string) (id int64, opened bool, err error) {
-	var period string
-	var total int64
-	err = tx.QueryRow(ctx, `SELECT period, total_micros FROM budget_limits WHERE owner_id = $1 AND workload = $2`,
-		owner, workload).Scan(&period, &total)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, ErrNotFound
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	start, end := Period(period).Bounds(at)
-	err = tx.QueryRow(ctx, `
-		INSERT INTO budget_periods (owner_id, workload, period, period_start, period_end, total_micros)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (owner_id, workload, period_start) DO NOTHING
-		RETURNING id`, owner, workload, period, start, end, total).Scan(&id)
-	if err == nil {
-		_, err = tx.Exec(ctx, `
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
-			VALUES ($1, $2, $3, 'adjust', $4, $5, 'period opened')`, owner, workload, id, total, actor)
-		return id, true, err
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, err
-	}
-	// Another transaction opened it first; ON CONFLICT waited for it to
-	// commit, so this new statement sees the row.
-	err = tx.QueryRow(ctx, `SELECT id FROM budget_periods WHERE owner_id = $1 AND workload = $2 AND period_start = $3`,
-		owner, workload, start).Scan(&id)
-	return id, false, err
+// adjustment is a change of a balance row's total, with what its ledger
+// row records: kind (adjust or topup), actor and note. field names the
+// argument a refusal names.
+type adjustment struct {
+	id, delta         int64
+	kind, actor, note string
+	field             string
 }
 
-// adjustTx moves the total of balance row id by delta, with its ledger
+// adjustTx moves the total of balance row a.id by a.delta, with its ledger
 // row. The new total is computed in numeric and must stay within
 // MaxTotalMicros, else nothing changes and it returns ErrInvalid naming
-// field; below what is committed it is ErrBelowCommitted (the CHECK).
-func adjustTx(ctx context.Context, tx pgx.Tx, id, delta int64, kind, actor, note, field string) error {
+// a.field; below what is committed it is ErrBelowCommitted (the CHECK).
+func adjustTx(ctx context.Context, tx pgx.Tx, a adjustment) error {
 	var found, moved bool
 	err := tx.QueryRow(ctx, `
 		WITH k AS (
-			SELECT `+lockedAmounts+` FROM budget_periods WHERE id = $1 FOR NO KEY UPDATE
+			`+lockRowsSQL(`id = $1`)+`
 		), p AS (
 			UPDATE budget_periods b SET updated_at = now(), total_micros = k.total_micros + $2,
 			       reserved_micros = k.reserved_micros, spent_micros = k.spent_micros
 			FROM k WHERE b.id = k.id AND k.total_micros::numeric + $2 <= $6
 			RETURNING b.owner_id, b.workload
 		), l AS (
-			INSERT INTO budget_ledger (owner_id, workload, budget_period_id, kind, amount_micros, actor, note)
+			`+ledgerAdjustRow+`
 			SELECT owner_id, workload, $1, $3, $2, $4, $5 FROM p
 		)
-		SELECT EXISTS (SELECT 1 FROM k), EXISTS (SELECT 1 FROM p)`, id, delta, kind, actor, note, MaxTotalMicros).Scan(&found, &moved)
+		SELECT EXISTS (SELECT 1 FROM k), EXISTS (SELECT 1 FROM p)`, a.id, a.delta, a.kind, a.actor, a.note, MaxTotalMicros).Scan(&found, &moved)
 	switch {
 	case err != nil:
 		return err
 	case !found:
 		return ErrNotFound
 	case !moved:
-		return fmt.Errorf("%w: %s would take the total above %d, the maximum (which stands for unlimited)", ErrInvalid, field, MaxTotalMicros)
+		return fmt.Errorf("%w: %s would take the total above %d, the maximum (which stands for unlimited)", ErrInvalid, a.field, MaxTotalMicros)
 	}
 	return nil
 }

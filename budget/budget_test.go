@@ -95,8 +95,26 @@ func newID(t *testing.T, pool *pgxpool.Pool) string {
 	return id
 }
 
+// reserve reserves r in a transaction of its own, as a lone admission
+// does: the period opener, then the reservation.
 func reserve(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return budget.ReserveTx(ctx, tx, r) })
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return reserveTx(ctx, tx, r) })
+}
+
+// reserveTx reserves r in tx: the period opener reads the balance rows r
+// holds and opens their periods if needed, then the reservation.
+func reserveTx(ctx context.Context, tx pgx.Tx, r budget.Reservation) error {
+	rows, b := &budget.BalanceRows{}, &pgx.Batch{}
+	budget.QueueBalanceRows(b, r.OwnerID, r.Workload, r.At, rows)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if err := rows.Open(ctx, tx); err != nil {
+		return err
+	}
+	b = &pgx.Batch{}
+	budget.QueueReserve(b, r)
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // queueReserve runs QueueReserve's one statement in a transaction of its
@@ -110,8 +128,8 @@ func queueReserve(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation)
 }
 
 // reserveInOne reserves as a batch of admissions does: QueueReserve's one
-// statement, and ReserveTx in a new transaction when it finds a period not
-// opened yet.
+// statement, and reserve (with the period opener) in a new transaction
+// when it finds a period not opened yet.
 func reserveInOne(ctx context.Context, pool *pgxpool.Pool, r budget.Reservation) error {
 	err := queueReserve(ctx, pool, r)
 	if errors.Is(err, budget.ErrPeriodNotOpen) {
@@ -156,7 +174,7 @@ func mustVerify(t *testing.T, store *budget.Store) {
 func TestConcurrentReservationsRespectOwnerAndWorkloadCaps(t *testing.T) {
 	t.Parallel()
 	for name, reserve := range map[string]func(context.Context, *pgxpool.Pool, budget.Reservation) error{
-		"ReserveTx": reserve, "QueueReserve": reserveInOne,
+		"opener first": reserve, "in one statement": reserveInOne,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -211,8 +229,8 @@ func testConcurrentReservations(t *testing.T, reserve func(context.Context, *pgx
 }
 
 // QueueReserve finds its balance rows itself and tells apart what the
-// caller must handle: a period not opened yet (the caller reserves with
-// ReserveTx, which opens it), no budget, a budget short of the amount; and
+// caller must handle: a period not opened yet (the caller opens it with
+// BalanceRows first), no budget, a budget short of the amount; and
 // a reservation it makes holds both of a capped workload's rows.
 func TestQueueReserveAnswers(t *testing.T) {
 	t.Parallel()

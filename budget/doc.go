@@ -27,7 +27,33 @@
 //	reserved = Σ reserve − Σ release
 //	spent    = Σ settle
 //
-// and Verify proves it. Functions ending in Tx take the caller's
-// transaction: the tasks package creates a task, its reservation and its job
-// atomically, and settles in the transaction that finishes the task.
+// and Verify proves it.
+//
+// Money moves by three verbs, each for one to n tasks: QueueReserve holds
+// a reservation, Settlements and SettleTx settle it at its actual cost,
+// ReleaseTx returns it whole. BalanceRows is the rare fourth, the period
+// opener: QueueReserve never opens a period, so the first reservation of a
+// day or month opens it first. Functions ending in Tx take the caller's
+// transaction, and Queue functions queue on the caller's batch, to send
+// with its COMMIT: the tasks package creates a task, its reservation and
+// its job atomically, and settles in the transaction that finishes the
+// task.
+//
+// Reservations and settlements of one owner go in batches: one statement
+// that updates every balance row once, with the batch's total, instead of
+// once per task. Every reservation and settlement of an owner updates the
+// owner's balance row, and a transaction that updates one row n times
+// writes n versions of it, each while holding the row's lock, which every
+// other admission and settlement of the owner waits for. The sum is exact
+// because a batch is all or nothing: its caller commits every member or
+// none, and on an abort writes each member on its own, which tells the
+// cases apart. Reservations are positive, so a balance row covers every
+// reservation of a batch taken one after the other if and only if it
+// covers their sum. A batch of settlements charges every member its full
+// cost, and settles only if every row can take the batch's totals
+// (reserved minus what it releases, plus spent plus what it charges,
+// within the total), checked by the UPDATE itself on the row as locked;
+// otherwise each member is settled alone, where a cost above the headroom
+// is charged up to it and the shortfall recorded. The caps hold at the
+// commit, the only moment another transaction can see the rows.
 package budget

@@ -15,14 +15,11 @@ import (
 // opened (which opens full), an owner without a budget, or a total it
 // cannot compare (NULL): the reservation decides those.
 func QueueNoHeadroom(b *pgx.Batch, owner string, at time.Time, amount int64, refused *bool) {
-	daily, _ := PeriodDaily.Bounds(at)
-	monthly, _ := PeriodMonthly.Bounds(at)
-	none, _ := PeriodNone.Bounds(at)
-	b.Queue(`
-		SELECT COALESCE(bool_or(NOT (p.total_micros - p.reserved_micros - p.spent_micros >= $2)), false)
-		FROM budget_limits l
-		JOIN budget_periods p ON p.owner_id = l.owner_id AND p.workload = l.workload
-		     AND p.period_start = CASE l.period WHEN 'daily' THEN $3::timestamptz WHEN 'monthly' THEN $4::timestamptz ELSE $5::timestamptz END
-		WHERE l.owner_id = $1 AND l.workload = ''`,
-		owner, amount, daily, monthly, none).QueryRow(func(r pgx.Row) error { return r.Scan(refused) })
+	daily, monthly, none := periodStarts(at)
+	b.Queue(noHeadroomSQL, owner, amount, daily, monthly, none).QueryRow(func(r pgx.Row) error { return r.Scan(refused) })
 }
+
+// noHeadroomSQL compares with $2 what the owner's own balance row can
+// still reserve; a period not opened yet has no row, and compares NULL.
+var noHeadroomSQL = `SELECT COALESCE(bool_or(NOT (p.total_micros - p.reserved_micros - p.spent_micros >= $2)), false)` +
+	balanceRowsFrom(1, 3, `l.workload = ''`)

@@ -33,8 +33,8 @@ const (
 	MaxUsageTokens int64 = 1_000_000_000
 )
 
-// AddMicros returns a + b, or false when the sum does not fit an int64.
-func AddMicros(a, b int64) (int64, bool) {
+// addMicros returns a + b, or false when the sum does not fit an int64.
+func addMicros(a, b int64) (int64, bool) {
 	s := a + b
 	if (b > 0 && s < a) || (b < 0 && s > a) {
 		return 0, false
@@ -42,8 +42,8 @@ func AddMicros(a, b int64) (int64, bool) {
 	return s, true
 }
 
-// MulMicros returns a × b, or false when the product does not fit an int64.
-func MulMicros(a, b int64) (int64, bool) {
+// mulMicros returns a × b, or false when the product does not fit an int64.
+func mulMicros(a, b int64) (int64, bool) {
 	if a == 0 || b == 0 {
 		return 0, true
 	}
@@ -58,7 +58,7 @@ func MulMicros(a, b int64) (int64, bool) {
 // math.MaxInt64 when the sum does not fit, more than any budget can hold
 // (MaxTotalMicros).
 func SaturatingAdd(a, b int64) int64 {
-	if s, ok := AddMicros(a, b); ok {
+	if s, ok := addMicros(a, b); ok {
 		return s
 	}
 	if b > 0 {
@@ -70,7 +70,7 @@ func SaturatingAdd(a, b int64) int64 {
 // SaturatingMul is a × b saturated at the int64 bounds: for amounts,
 // math.MaxInt64 when the product does not fit.
 func SaturatingMul(a, b int64) int64 {
-	if p, ok := MulMicros(a, b); ok {
+	if p, ok := mulMicros(a, b); ok {
 		return p
 	}
 	if (a < 0) != (b < 0) {

@@ -385,7 +385,7 @@ func TestVerifyFindsTasksWhoseMoneyWasNotClosed(t *testing.T) {
 					VALUES ($1, 'acme', $2, '\x00', '{}', 'm', 'running', 100, now() + interval '1 hour')`, id, id); err != nil {
 					return err
 				}
-				return budget.ReserveTx(ctx, tx, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: 100, At: time.Now()})
+				return reserveTx(ctx, tx, budget.Reservation{TaskID: id, OwnerID: "acme", Amount: 100, At: time.Now()})
 			})
 			if err != nil {
 				t.Fatal(err)

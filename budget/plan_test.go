@@ -59,10 +59,11 @@ func TestClosingAReservationFindsItByPrimaryKey(t *testing.T) {
 	}
 	one, many := &pgx.Batch{}, &pgx.Batch{}
 	var out [3]budget.Settled
-	if err := budget.QueueSettle(one, settlement(held[0]), nil, &out[0]); err != nil {
+	var single, set budget.Settlements
+	if err := single.Add(settlement(held[0]), &out[0]); err != nil {
 		t.Fatal(err)
 	}
-	var set budget.Settlements
+	single.Queue(one, nil)
 	for i, id := range held {
 		if err := set.Add(settlement(id), &out[1+i]); err != nil {
 			t.Fatal(err)

@@ -57,11 +57,11 @@ type UsageGroup struct {
 
 // Grouping dimensions of a usage report.
 const (
-	GroupOwner    = "owner"
-	GroupWorkload = "workload"
-	GroupModel    = "model"
-	GroupDay      = "day"
-	GroupMonth    = "month"
+	groupOwner    = "owner"
+	groupWorkload = "workload"
+	groupModel    = "model"
+	groupDay      = "day"
+	groupMonth    = "month"
 )
 
 // UsageFilter selects settled usage in [From, To) (UTC). An empty OwnerID
@@ -117,8 +117,8 @@ func (f UsageFilter) validate() error {
 	periods := 0
 	for _, g := range f.GroupBy {
 		switch g {
-		case GroupOwner, GroupWorkload, GroupModel:
-		case GroupDay, GroupMonth:
+		case groupOwner, groupWorkload, groupModel:
+		case groupDay, groupMonth:
 			periods++
 		default:
 			return fmt.Errorf("%w: cannot group by %q (owner, workload, model, day, month)", ErrInvalid, g)
@@ -230,15 +230,15 @@ func groupColumns(by []string) string {
 	}
 	period := "NULL::timestamptz AS period_start"
 	switch {
-	case has[GroupDay]:
+	case has[groupDay]:
 		period = utcDay + " AS period_start"
-	case has[GroupMonth]:
+	case has[groupMonth]:
 		period = utcMonth + " AS period_start"
 	}
 	return strings.Join([]string{
-		col(has[GroupOwner], "owner_id", "owner_id"),
-		col(has[GroupWorkload], "workload", "workload"),
-		col(has[GroupModel], "model", "model"),
+		col(has[groupOwner], "owner_id", "owner_id"),
+		col(has[groupWorkload], "workload", "workload"),
+		col(has[groupModel], "model", "model"),
 		period,
 	}, ", ")
 }

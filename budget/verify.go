@@ -14,8 +14,8 @@ type Mismatch struct {
 	OwnerID     string
 	Workload    string
 	PeriodStart time.Time
-	// What: total, reserved, spent, held or charged (a balance), or one of
-	// the task kinds, WhatUnsettled and WhatReleasedAfterCall.
+	// What: total, reserved, spent, held or charged (a balance), or a task
+	// kind, "unsettled" or "released_after_call" (below).
 	What    string
 	Balance int64 // what the balance row (or usage) says; for a task, its reservation
 	Ledger  int64 // what the ledger (or reservations) says; for a task, what it was charged
@@ -25,14 +25,14 @@ type Mismatch struct {
 
 // The task kinds of Mismatch.
 const (
-	// WhatUnsettled: a finished task whose reservation is still held, or
+	// whatUnsettled: a finished task whose reservation is still held, or
 	// a succeeded task whose reservation was not settled (its cost never
 	// charged).
-	WhatUnsettled = "unsettled"
-	// WhatReleasedAfterCall: a journal entry of a call that may have been
+	whatUnsettled = "unsettled"
+	// whatReleasedAfterCall: a journal entry of a call that may have been
 	// made and billed (sent, ambiguous or succeeded) on a task whose
 	// reservation was released uncharged.
-	WhatReleasedAfterCall = "released_after_call"
+	whatReleasedAfterCall = "released_after_call"
 )
 
 func (m Mismatch) String() string {
@@ -41,10 +41,10 @@ func (m Mismatch) String() string {
 		who += "/" + m.Workload
 	}
 	switch m.What {
-	case WhatUnsettled:
+	case whatUnsettled:
 		return fmt.Sprintf("owner %s task %s: finished without a settlement (%s), reservation %d, charged %d",
 			who, m.TaskID, m.State, m.Balance, m.Ledger)
-	case WhatReleasedAfterCall:
+	case whatReleasedAfterCall:
 		return fmt.Sprintf("owner %s task %s: a journal entry %s (a call that may have been billed), but its reservation of %d was released uncharged",
 			who, m.TaskID, m.State, m.Balance)
 	}
@@ -64,8 +64,8 @@ func clampBigint(x string) string {
 // = the held reservations on it, and spent = Σ settle; and for every owner
 // the settled usage charged equals what its own budget rows spent. It also
 // checks every task's money against its end: no finished task left
-// unsettled (WhatUnsettled), and no call that may have been billed on a
-// task whose reservation was released uncharged (WhatReleasedAfterCall).
+// unsettled ("unsettled"), and no call that may have been billed on a
+// task whose reservation was released uncharged ("released_after_call").
 // An empty result means every micro is accounted for.
 func (s *Store) Verify(ctx context.Context) ([]Mismatch, error) {
 	var out []Mismatch

@@ -143,7 +143,9 @@ func TestUsageReportsTheClasses(t *testing.T) {
 	} {
 		s.TaskID, s.Source = uuid.NewString(), budget.SourceReported
 		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			if err := budget.ReserveTx(ctx, tx, budget.Reservation{TaskID: s.TaskID, OwnerID: "acme", Amount: 5000, At: time.Now()}); err != nil {
+			b := &pgx.Batch{}
+			budget.QueueReserve(b, budget.Reservation{TaskID: s.TaskID, OwnerID: "acme", Amount: 5000, At: time.Now()})
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return err
 			}
 			_, err := budget.SettleTx(ctx, tx, s, nil)

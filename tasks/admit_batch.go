@@ -208,7 +208,7 @@ func (b *batchAdmitter) writeOnce(ctx context.Context, batch []*admission) error
 		for i, a := range batch {
 			rs[i] = a.reservation(at)
 		}
-		budget.QueueReserveMany(stmts, rs)
+		budget.QueueReserve(stmts, rs...)
 		// Not under the owner's queue (commitOnBudget): the rows inserted
 		// before the reservation may wait for a concurrent request's
 		// uncommitted row with the same key, which may itself be waiting

@@ -75,12 +75,11 @@ func (l *loneAdmitter) admit(ctx context.Context, a *admission) error {
 		if a.taken {
 			return errKeyTaken // rolled back, the job with it
 		}
-		ids, err := balance.Resolve(ctx, tx)
-		if err != nil {
+		if err := balance.Open(ctx, tx); err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
-		budget.QueueReserveOn(b, a.reservation(at), ids)
+		budget.QueueReserve(b, a.reservation(at))
 		return l.commitOnBudget(ctx, tx, a.owner, b)
 	})
 }

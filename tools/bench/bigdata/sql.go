@@ -264,7 +264,7 @@ func insertReservationsSQL() string {
 	FROM bigdata_batch t` + periodJoin
 }
 
-// insertLedgerSQL writes a batch's ledger rows as ReserveTx, SettleTx and
+// insertLedgerSQL writes a batch's ledger rows as QueueReserve, SettleTx and
 // ReleaseTx do: reserve at admission; at the end release the reservation
 // and, for a task that succeeded, settle its cost, both carrying the usage.
 func insertLedgerSQL() string {
