@@ -115,11 +115,12 @@ const (
 	keepWait  = 50 * time.Millisecond
 )
 
-// keepAnswer keeps b's answer, sealed and bound to the task, in one
+// keepAnswer keeps c's answer, sealed and bound to the task, in one
 // statement of its own, tried again with bounded backoff while ctx lasts.
 // It returns the last error when every try failed.
-func (s *Service) keepAnswer(ctx context.Context, r *run, b *begunAttempt, resp *provider.Response, latency time.Duration) error {
-	plain, err := json.Marshal(keptBodyOf(resp, b.stream))
+func (s *Service) keepAnswer(ctx context.Context, c *finishedCall) error {
+	r, b := c.r, c.b
+	plain, err := json.Marshal(keptBodyOf(c.resp, b.stream))
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (s *Service) keepAnswer(ctx context.Context, r *run, b *begunAttempt, resp 
 	}
 	wait := keepWait
 	for try := 1; ; try++ {
-		_, err = s.pool.Exec(ctx, keepSQL, b.task.ID, b.attempt, riverAttempt, b.sent, b.model.Name, b.startAt, latency, sealed)
+		_, err = s.pool.Exec(ctx, keepSQL, b.task.ID, b.attempt, riverAttempt, b.sent, b.model.Name, b.startAt, c.latency, sealed)
 		if err == nil || try == keepTries {
 			return err
 		}
@@ -241,7 +242,7 @@ func (s *Service) recordKept(ctx context.Context, r *run, b *begunAttempt) error
 	defer cancel()
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "recording a kept answer instead of calling again",
 		slog.String("task_id", b.task.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", r.traceID))
-	if err := s.recordRun(rctx, r, b, b.fromKept.resp, nil, b.fromKept.latency); err != nil {
+	if err := s.recordRun(rctx, s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency)); err != nil {
 		return &noCallError{err}
 	}
 	return nil
@@ -390,10 +391,10 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "reaper recording a kept answer as the task's success",
 		slog.String("task_id", t.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
+	c := s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency)
 	batch := &pgx.Batch{}
-	var res successResult
 	var settle budget.Settlements
-	if err := s.queueSuccess(batch, &settle, st, r, b, b.fromKept.resp, b.fromKept.latency, &res); err != nil {
+	if err := s.queueSuccess(batch, &settle, st, c); err != nil {
 		return nil, err
 	}
 	settle.Queue(batch, s.cfg.AlertThresholds)
@@ -403,5 +404,5 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	}
 	log := s.cfg.Logger.With(slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID),
 		slog.String("model", b.model.Name), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
-	return res.logged(log), nil
+	return c.res.logged(log), nil
 }

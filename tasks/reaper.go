@@ -67,7 +67,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands. A
 				// kept copy left over goes.
-				if _, err := s.closeMoney(ctx, tx, t, charged); err != nil {
+				if _, err := s.closeMoney(ctx, tx, t, moneyAfter(charged)); err != nil {
 					return err
 				}
 				_, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil)

@@ -195,7 +195,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		cancel()
 		begun.stream = info
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err = s.recordRun(rctx, r, begun, resp, callErr, s.cfg.Now().Sub(started))
+		err = s.recordRun(rctx, s.newFinishedCall(r, begun, resp, callErr, s.cfg.Now().Sub(started)))
 		rcancel()
 		if err != nil {
 			return Task{}, err

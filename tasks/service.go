@@ -210,11 +210,11 @@ type Service struct {
 	// budgetRows queues this process's commits on an owner's budget rows
 	// (commitOnBudget).
 	budgetRows keylock.Locks
-	// successes records an owner's succeeded calls together
-	// (recordTogether); admissions admits an owner's new tasks together
+	// recorder records succeeded calls, alone or with the owner's other
+	// successes; admissions admits an owner's new tasks together
 	// (admitTogether).
-	successes  together[*succeededCall]
-	admissions together[*admission]
+	recorder   recorder
+	admissions ownerBatcher[*admission]
 	// slots bound this process's concurrent calls per provider key;
 	// arrivals are its runs on arrival (runOnArrival).
 	slots    callSlots
@@ -260,6 +260,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
 		shed: newShedder(cfg.Catalog, cfg)}
 	s.admissions.lanes = admissionLanes
+	s.recorder = &batchRecorder{s: s}
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
