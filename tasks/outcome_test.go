@@ -19,7 +19,9 @@ func TestDecide(t *testing.T) {
 	open := lockedTask{counted: 1, maxAttempts: 3}
 	spent := lockedTask{counted: 3, maxAttempts: 3}
 	on := func(k runKind, t lockedTask) lockedTask { t.run = k; return t }
-	fail := func(c provider.Class) *provider.Error { return &provider.Error{Class: c, Code: "code_" + string(c), Status: 500} }
+	fail := func(c provider.Class) *provider.Error {
+		return &provider.Error{Class: c, Code: "code_" + string(c), Status: 500}
+	}
 	throttled := &provider.Error{Class: provider.ClassThrottled, Code: "rate_limit", Status: 429, RetryAfter: 5 * time.Second}
 	waiting := func(c provider.Class, code string) *Failure {
 		f := failureFor(c, code, "")
