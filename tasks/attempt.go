@@ -13,7 +13,6 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
-	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -196,131 +195,162 @@ func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error)
 // not call, and claims the breaker's probe. An inline run's journal entry is
 // committed here as "sent" before its call.
 func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, after error, err error) {
-	var final *outcome
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		t, err := lockTask(ctx, tx, r.taskID)
-		if errors.Is(err, ErrNotFound) || (err == nil && t.Status.Final()) {
-			// Nothing to run; complete the job so it does not linger, and
-			// drop a kept answer a recording that did commit left behind.
-			if err == nil {
-				if _, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil); err != nil {
-					return err
-				}
-			}
-			err = r.complete(ctx, tx)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		fail := func(f Failure, jc journalCounts) error {
-			alerts, err := s.endJob(ctx, tx, r, t, f, jc)
-			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
-			return err
-		}
-		m, prov, err := s.modelOf(t)
-		if err != nil {
-			return fail(failureFor("internal", "", ""), journalCounts{})
-		}
-		raw, err := s.rawRequest(t)
-		if err != nil {
-			s.cfg.Logger.Error("task's sealed request cannot be opened (erased, or wrong TOLLGATE_DATA_KEY)", slog.String("task_id", t.ID))
-			return fail(failureFor("internal", "", ""), journalCounts{})
-		}
-		t.Request = raw
-		kept, err := s.readKept(ctx, tx, t.ID)
-		if err != nil {
-			return err
-		}
-		if err := s.markInterrupted(ctx, tx, t, m, prov, r, kept); err != nil {
-			return err
-		}
-		if len(kept) > 0 {
-			// An earlier run's answer is kept: it is recorded, whatever
-			// the deadline, the attempt counts or the gate say, and
-			// nothing is called.
-			begun, err = s.keptAttempt(t, kept[0], raw)
-			if err != nil {
-				// Its model is gone from the catalog: the call was made
-				// all the same, and is settled as possibly charged.
-				return fail(failureFor("internal", "", ""), journalCounts{ambiguous: len(kept)})
-			}
-			return nil
-		}
-		st, err := readAttemptState(ctx, tx, t.ID)
-		if err != nil {
-			return err
-		}
-		jc, err := countJournal(ctx, tx, t.ID, m.Name)
-		if err != nil {
-			return err
-		}
-		left := st.left
-		lastClass := jc.lastClass
-		if lastClass == "" {
-			lastClass = provider.ClassTransient
-		}
-		if t.CancelRequested {
-			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.ambiguous)
-			final = &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}
-			if err != nil {
-				return err
-			}
-			err = r.complete(ctx, tx)
-			return err
-		}
-		switch {
-		case left <= 0:
-			return fail(failureFor(lastClass, jc.lastCode, "deadline"), jc)
-		case jc.ambiguous > max(s.cfg.AmbiguousRetries, 0):
-			return fail(failureFor(provider.ClassAmbiguous, "", ""), jc)
-		case jc.counted >= s.maxAttemptsOf(t) || (!r.inline && r.attempt >= r.maxAttempts):
-			return fail(failureFor(lastClass, jc.lastCode, "attempts"), jc)
-		}
-
-		pass, err := gate.AdmitTx(ctx, tx, m.Provider, s.cfg.ProbeEvery)
-		if err != nil {
-			return err
-		}
-		if !pass.Call && r.stream {
-			// A client waiting on a stream cannot wait out a pause.
-			return fail(failureFor(provider.Class(pass.ReasonClass), pass.ReasonCode, ""), jc)
-		}
-		if !pass.Call {
-			// The key is paused or its breaker is open: the task stays
-			// queued, its error saying why it waits, and no attempt is used.
-			why := failureFor(provider.Class(pass.ReasonClass), pass.ReasonCode, "")
-			why.Message = "Waiting: " + why.Message
-			if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'queued', error = $2, updated_at = now() WHERE id = $1`, t.ID, why); err != nil {
-				return err
-			}
-			after = river.JobSnooze(s.snooze(pass.Wait, left))
-			return nil
-		}
-
-		n := st.last + 1
-		begun = &begunAttempt{task: t, attempt: n, startAt: s.cfg.Now(), probe: pass.Probe, model: m, prov: prov, raw: raw}
-		if !r.inline {
-			return nil // journalled with its outcome, like the quick path's
-		}
-		err = tx.QueryRow(ctx, `
-			INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
-			VALUES ($1, $2, $3, $4, $5) RETURNING started_at`,
-			t.ID, n, m.Provider, m.Name, fmt.Sprintf("%s:%d", t.ID, n)).Scan(&begun.startAt)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', attempts = $2, updated_at = now() WHERE id = $1`, t.ID, n); err != nil {
-			return err
-		}
-		begun.task.Attempts, begun.sent = n, true
-		return nil
+	var got beginning
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		got, err = s.beginLocked(ctx, tx, r)
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("tasks: begin attempt: %w", err)
 	}
-	s.observe(final)
-	return begun, after, nil
+	s.observe(got.final)
+	return got.attempt, got.after, nil
+}
+
+// beginning is what beginTx's transaction came to.
+type beginning struct {
+	attempt *begunAttempt // the attempt to make; nil for none
+	after   error         // what the job does instead of calling: nil (finished) or a snooze
+	final   *outcome      // the task's end, when it ended here
+}
+
+// beginLocked is beginTx's transaction, tx.
+func (s *Service) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning, error) {
+	t, err := lockTask(ctx, tx, r.taskID)
+	if errors.Is(err, ErrNotFound) {
+		// Nothing to run; complete the job so it does not linger.
+		return beginning{}, r.complete(ctx, tx)
+	}
+	if err != nil {
+		return beginning{}, err
+	}
+	if t.Status.Final() {
+		// Nothing to run either; a kept answer a recording that did
+		// commit left behind goes.
+		if _, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil); err != nil {
+			return beginning{}, err
+		}
+		return beginning{}, r.complete(ctx, tx)
+	}
+	b, err := s.attemptOn(t)
+	if err != nil {
+		return s.applyStart(ctx, tx, r, t, internalFailure(0), 0)
+	}
+	kept, err := s.readKept(ctx, tx, t.ID)
+	if err != nil {
+		return beginning{}, err
+	}
+	if err := s.markInterrupted(ctx, tx, b, r, kept); err != nil {
+		return beginning{}, err
+	}
+	if len(kept) > 0 {
+		// An earlier run's answer is kept: it is recorded, whatever the
+		// deadline, the attempt counts or the gate say, and nothing is
+		// called.
+		begun, err := s.keptAttempt(t, kept[0], b.raw)
+		if err != nil {
+			// Its model is gone from the catalog: the call was made all
+			// the same, and is settled as possibly charged.
+			return s.applyStart(ctx, tx, r, b.task, internalFailure(len(kept)), 0)
+		}
+		return beginning{attempt: begun}, nil
+	}
+	return s.beginCall(ctx, tx, r, b)
+}
+
+// attemptOn is the attempt of t on the model it runs on, its request
+// unsealed, before it is numbered. It fails when the model is gone from
+// the catalog or the request cannot be opened.
+func (s *Service) attemptOn(t Task) (*begunAttempt, error) {
+	m, prov, err := s.modelOf(t)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.rawRequest(t)
+	if err != nil {
+		s.cfg.Logger.Error("task's sealed request cannot be opened (erased, or wrong TOLLGATE_DATA_KEY)", slog.String("task_id", t.ID))
+		return nil, err
+	}
+	t.Request = raw
+	return &begunAttempt{task: t, model: m, prov: prov, raw: raw}, nil
+}
+
+// beginCall decides, with b's task locked and its interrupted runs
+// recorded, whether b calls now (decideStart, then the gate, then
+// decideAdmitted), and numbers it if so. An inline run's entry is
+// journalled "sent" here.
+func (s *Service) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAttempt) (beginning, error) {
+	t := b.task
+	st, err := readAttemptState(ctx, tx, t.ID)
+	if err != nil {
+		return beginning{}, err
+	}
+	jc, err := countJournal(ctx, tx, t.ID, b.model.Name)
+	if err != nil {
+		return beginning{}, err
+	}
+	facts := startFacts{run: r.kind(), cancelRequested: t.CancelRequested, left: st.left,
+		counted: jc.counted, ambiguous: jc.ambiguous, maxAttempts: s.maxAttemptsOf(t),
+		runsLeft: r.inline || r.attempt < r.maxAttempts, lastClass: jc.lastClass, lastCode: jc.lastCode}
+	if d := decideStart(facts, s.cfg.AmbiguousRetries); d.next != stepCall {
+		return s.applyStart(ctx, tx, r, t, d, st.left)
+	}
+	pass, err := gate.AdmitTx(ctx, tx, b.model.Provider, s.cfg.ProbeEvery)
+	if err != nil {
+		return beginning{}, err
+	}
+	if d := decideAdmitted(facts, pass); d.next != stepCall {
+		return s.applyStart(ctx, tx, r, t, d, st.left)
+	}
+	b.attempt, b.startAt, b.probe = st.last+1, s.cfg.Now(), pass.Probe
+	if !r.inline {
+		return beginning{attempt: b}, nil // journalled with its outcome, like the quick path's
+	}
+	return beginning{attempt: b}, s.journalSent(ctx, tx, b)
+}
+
+// journalSent commits b's journal entry as "sent" before its call, and
+// shows its task running.
+func (s *Service) journalSent(ctx context.Context, tx pgx.Tx, b *begunAttempt) error {
+	t, n, m := b.task, b.attempt, b.model
+	err := tx.QueryRow(ctx, `
+		INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+		VALUES ($1, $2, $3, $4, $5) RETURNING started_at`,
+		t.ID, n, m.Provider, m.Name, b.providerKey()).Scan(&b.startAt)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', attempts = $2, updated_at = now() WHERE id = $1`, t.ID, n); err != nil {
+		return err
+	}
+	b.task.Attempts, b.sent = n, true
+	return nil
+}
+
+// applyStart carries out d, a decision not to call, for run r of task t
+// in tx: the task is canceled or failed and the run's job ends, or the
+// task waits for its key's gate, the job snoozing for d.wait (at most
+// left, the time to the task's deadline).
+func (s *Service) applyStart(ctx context.Context, tx pgx.Tx, r *run, t Task, d decision, left time.Duration) (beginning, error) {
+	switch d.next {
+	case stepCancel:
+		alerts, err := s.closeMoney(ctx, tx, t, d.money)
+		if err == nil {
+			err = finish(ctx, tx, t.ID, StatusCanceled, nil, nil)
+		}
+		if err != nil {
+			return beginning{}, err
+		}
+		return beginning{final: &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}}, r.complete(ctx, tx)
+	case stepFail:
+		alerts, err := s.endJob(ctx, tx, r, t, d)
+		return beginning{final: &outcome{taskID: t.ID, status: StatusFailed, code: d.failure.Code, created: t.CreatedAt, alerts: alerts}}, err
+	case stepWait:
+		// The key is paused or its breaker is open: the task stays
+		// queued, its error saying why it waits, and no attempt is used.
+		return beginning{after: river.JobSnooze(s.snooze(d.wait, left))}, requeue(ctx, tx, t.ID, d.failure)
+	}
+	return beginning{}, fmt.Errorf("tasks: no such step %d before a call", d.next)
 }
 
 // snooze bounds a wait: never past the task's deadline (so the deadline is
@@ -330,18 +360,22 @@ func (s *Service) snooze(wait, left time.Duration) time.Duration {
 	return max(min(wait, left, s.cfg.MaxSnooze), 10*time.Millisecond)
 }
 
-// endJob fails the task and completes its job in the caller's transaction.
-func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, f Failure, jc journalCounts) ([]budget.Alert, error) {
-	alerts, err := s.finishFailed(ctx, tx, t, f, jc.ambiguous)
+// endJob fails the task as d says and completes its job in the caller's
+// transaction.
+func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, d decision) ([]budget.Alert, error) {
+	alerts, err := s.closeMoney(ctx, tx, t, d.money)
 	if err != nil {
 		return nil, err
 	}
+	if err := finish(ctx, tx, t.ID, StatusFailed, nil, d.failure); err != nil {
+		return nil, err
+	}
+	f := d.failure
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "task finished",
 		slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID), slog.String("final_status", string(StatusFailed)),
 		slog.String("code", f.Code), slog.String("class", f.Class), slog.Int("attempt", t.Attempts),
 		slog.String("trace_id", r.traceID))
-	err = r.complete(ctx, tx)
-	return alerts, err
+	return alerts, r.complete(ctx, tx)
 }
 
 // modelOf resolves the model the task currently runs on.

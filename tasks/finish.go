@@ -9,14 +9,6 @@ import (
 	"github.com/tollgate/tollgate/budget"
 )
 
-// finishFailed ends a failed task. With no ambiguous attempt nothing was
-// spent and the whole reservation is released. After ambiguous attempts the
-// provider may have charged us: the rule is to settle the reservation (the
-// worst case of one call) as possibly_charged.
-func (s *Service) finishFailed(ctx context.Context, tx pgx.Tx, t Task, f Failure, ambiguous int) ([]budget.Alert, error) {
-	return s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, ambiguous)
-}
-
 // finishUnsucceeded ends a task that produced no answer, failed or
 // canceled: released, or settled as possibly charged after possiblyCharged
 // calls that may have been billed.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
 )
@@ -54,7 +53,9 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 // inline run left "sent", and River runs that ended without recording an
 // attempt (unrecordedRuns). Either may have reached the provider. Those
 // whose answers are kept are not interrupted: their answers are recorded.
-func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, t Task, m catalog.Model, prov catalog.Provider, r *run, kept []keptAnswer) error {
+// on names the task and the model its interrupted calls were made on.
+func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttempt, r *run, kept []keptAnswer) error {
+	t, m, prov := on.task, on.model, on.prov
 	rows, err := tx.Query(ctx, `
 		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
 		WHERE task_id = $1 AND state = 'sent' AND attempt <> ALL($2::integer[])

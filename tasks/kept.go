@@ -375,7 +375,8 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	}
 	t.Request = raw
 	r := &run{taskID: t.ID, traceID: ev.traceID, errors: ev.riverErrors}
-	if err := s.markInterrupted(ctx, tx, t, m, prov, r, kept); err != nil {
+	on := &begunAttempt{task: t, model: m, prov: prov, raw: raw}
+	if err := s.markInterrupted(ctx, tx, on, r, kept); err != nil {
 		return nil, err
 	}
 	st, err := lockAttemptState(ctx, tx, t.ID)

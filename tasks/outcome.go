@@ -3,6 +3,7 @@ package tasks
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/provider"
 )
 
@@ -76,6 +77,7 @@ const (
 	stepFail                   // the task ends failed (after a fallback is tried, when asked)
 	stepWait                   // the task waits queued for its key's gate (after a fallback is tried, when asked)
 	stepRetry                  // the task is queued again for another attempt after a backoff
+	stepCall                   // before a call: the attempt calls the provider
 )
 
 // gateMove is a change to the provider key's gate.
@@ -137,6 +139,10 @@ type decision struct {
 	retryAfter time.Duration
 	// cause is the error stepRetry hands River for its retry.
 	cause *provider.Error
+	// wait is how long the gate stops calls, for a stepWait decided on
+	// the gate as read (before a call); after a call, the gate's change
+	// tells.
+	wait time.Duration
 }
 
 // decide is what follows a call that ended with callErr (nil: an answer)
@@ -214,4 +220,72 @@ func retryable(t lockedTask, callErr *provider.Error, l outcomeLimits) bool {
 		return left && t.ambiguous <= max(l.ambiguousRetries, 0)
 	}
 	return false
+}
+
+// Before a call, the same decision says whether the attempt may call: a
+// cancel asked for, the deadline, the ambiguous attempts and the attempt
+// limit are checked first (decideStart), then the key's gate
+// (decideAdmitted).
+
+// startFacts is what decides whether a run may call, read with the task
+// locked and its interrupted runs journalled.
+type startFacts struct {
+	run             runKind
+	cancelRequested bool
+	left            time.Duration // until the task's deadline
+	counted         int           // attempts that count against maxAttempts, on the task's model
+	ambiguous       int           // attempts that may have been charged
+	maxAttempts     int
+	runsLeft        bool // River has runs left for the job (inline runs have no such bound)
+	lastClass       provider.Class
+	lastCode        string // the last failed attempt's class and code, for the failure's words
+}
+
+// decideStart is whether a run of t may go on to the gate (stepCall), or
+// the task ends: canceled, or failed past its deadline, its ambiguous
+// attempts or its attempt limit.
+func decideStart(t startFacts, ambiguousRetries int) decision {
+	last := t.lastClass
+	if last == "" {
+		last = provider.ClassTransient
+	}
+	switch {
+	case t.cancelRequested:
+		return decision{next: stepCancel, money: moneyAfter(t.ambiguous), possiblyCharged: t.ambiguous}
+	case t.left <= 0:
+		return failBefore(t, failureFor(last, t.lastCode, "deadline"))
+	case t.ambiguous > max(ambiguousRetries, 0):
+		return failBefore(t, failureFor(provider.ClassAmbiguous, "", ""))
+	case t.counted >= t.maxAttempts || !t.runsLeft:
+		return failBefore(t, failureFor(last, t.lastCode, "attempts"))
+	}
+	return decision{next: stepCall}
+}
+
+// decideAdmitted is whether a run of t calls once its key's gate answered
+// pass: a closed gate lets it; a paused key or an open breaker makes the
+// task wait queued (a stream's client cannot wait: it fails).
+func decideAdmitted(t startFacts, pass gate.Decision) decision {
+	if pass.Call {
+		return decision{next: stepCall}
+	}
+	why := failureFor(provider.Class(pass.ReasonClass), pass.ReasonCode, "")
+	if t.run == runStream {
+		return failBefore(t, why)
+	}
+	why.Message = "Waiting: " + why.Message
+	return decision{next: stepWait, failure: &why, wait: pass.Wait}
+}
+
+// failBefore fails t, before a call, for f.
+func failBefore(t startFacts, f Failure) decision {
+	return decision{next: stepFail, failure: &f, money: moneyAfter(t.ambiguous), possiblyCharged: t.ambiguous}
+}
+
+// internalFailure fails a task Tollgate cannot run (its model gone from
+// the catalog, its request unreadable) after possiblyCharged calls that
+// may have been billed.
+func internalFailure(possiblyCharged int) decision {
+	f := failureFor("internal", "", "")
+	return decision{next: stepFail, failure: &f, money: moneyAfter(possiblyCharged), possiblyCharged: possiblyCharged}
 }

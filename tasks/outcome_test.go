@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/provider"
 )
 
@@ -139,5 +140,59 @@ func TestRunKind(t *testing.T) {
 		if got := c.r.kind(); got != c.want {
 			t.Errorf("%+v: kind = %d, want %d", c.r, got, c.want)
 		}
+	}
+}
+
+// TestDecideStart: before a call, a cancel asked for, the deadline, the
+// ambiguous attempts and the attempt limit end the task; otherwise the run
+// goes on to its key's gate, which lets it call, makes the task wait, or
+// fails a stream, whose client cannot wait.
+func TestDecideStart(t *testing.T) {
+	t.Parallel()
+	ready := startFacts{run: runQueued, left: time.Minute, counted: 1, maxAttempts: 3, runsLeft: true,
+		lastClass: provider.ClassTransient, lastCode: "overloaded"}
+	with := func(f func(*startFacts)) startFacts { s := ready; f(&s); return s }
+	failure := func(c provider.Class, code, why string) *Failure { f := failureFor(c, code, why); return &f }
+	closed := gate.Decision{Call: true}
+	paused := gate.Decision{ReasonClass: "throttled", ReasonCode: "rate_limit", Wait: 4 * time.Second}
+	waiting := failureFor(provider.ClassThrottled, "rate_limit", "")
+	waiting.Message = "Waiting: " + waiting.Message
+
+	cases := []struct {
+		name string
+		task startFacts
+		pass gate.Decision
+		want decision
+	}{
+		{"ready, gate closed: call", ready, closed, decision{next: stepCall}},
+		{"ready, the breaker's probe: call", ready, gate.Decision{Call: true, Probe: true}, decision{next: stepCall}},
+		{"ready, key paused: wait", ready, paused, decision{next: stepWait, failure: &waiting, wait: 4 * time.Second}},
+		{"stream, key paused: fail", with(func(s *startFacts) { s.run = runStream }), paused,
+			decision{next: stepFail, failure: failure(provider.ClassThrottled, "rate_limit", ""), money: moneyRelease}},
+		{"cancel asked", with(func(s *startFacts) { s.cancelRequested = true; s.left = 0 }), closed,
+			decision{next: stepCancel, money: moneyRelease}},
+		{"cancel asked after an ambiguous attempt", with(func(s *startFacts) { s.cancelRequested = true; s.ambiguous = 1 }), closed,
+			decision{next: stepCancel, money: moneyPossiblyCharged, possiblyCharged: 1}},
+		{"deadline passed", with(func(s *startFacts) { s.left = 0 }), closed,
+			decision{next: stepFail, failure: failure(provider.ClassTransient, "overloaded", "deadline"), money: moneyRelease}},
+		{"deadline passed before any failure", with(func(s *startFacts) { s.left, s.lastClass, s.lastCode = 0, "", "" }), closed,
+			decision{next: stepFail, failure: failure(provider.ClassTransient, "", "deadline"), money: moneyRelease}},
+		{"too many ambiguous attempts", with(func(s *startFacts) { s.ambiguous = 2 }), closed,
+			decision{next: stepFail, failure: failure(provider.ClassAmbiguous, "", ""), money: moneyPossiblyCharged, possiblyCharged: 2}},
+		{"attempt limit reached", with(func(s *startFacts) { s.counted = 3 }), closed,
+			decision{next: stepFail, failure: failure(provider.ClassTransient, "overloaded", "attempts"), money: moneyRelease}},
+		{"River's runs used up", with(func(s *startFacts) { s.runsLeft = false }), closed,
+			decision{next: stepFail, failure: failure(provider.ClassTransient, "overloaded", "attempts"), money: moneyRelease}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := decideStart(c.task, 1)
+			if got.next == stepCall {
+				got = decideAdmitted(c.task, c.pass)
+			}
+			if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(decision{}, gateChange{}), sameError); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -33,7 +33,12 @@ func (l loneRecorder) record(ctx context.Context, c *finishedCall) (applied, err
 // or canceled meanwhile, or the batch failed) is recorded alone.
 type batchRecorder struct {
 	s       *Service
+	alone   loneRecorder
 	batcher ownerBatcher[*finishedCall]
+}
+
+func newBatchRecorder(s *Service) *batchRecorder {
+	return &batchRecorder{s: s, alone: loneRecorder{s}}
 }
 
 func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, error) {
@@ -42,7 +47,7 @@ func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, e
 		return b.s.recordBatch(ctx, owner, batch)
 	})
 	if err != nil {
-		return b.s.recordAlone(ctx, c)
+		return b.alone.record(ctx, c)
 	}
 	return applied{final: c.res.logged(c.log)}, nil
 }

@@ -260,7 +260,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
 		shed: newShedder(cfg.Catalog, cfg)}
 	s.admissions.lanes = admissionLanes
-	s.recorder = &batchRecorder{s: s}
+	s.recorder = newBatchRecorder(s)
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.digestKey()
 	workers := river.NewWorkers()
