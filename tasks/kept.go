@@ -313,34 +313,36 @@ func possibleCalls(e callEvidence) int {
 	return n
 }
 
-// readEvidence reads t's callEvidence under tx.
-func readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
+// readEvidence reads t's callEvidence under tx: the journal's and the
+// kept answers' from our tables, the job's failed runs and state from
+// River (JobGetTx).
+func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
 	e := callEvidence{ambiguous: ambiguous}
-	var errs []byte
-	var state, traceID *string
 	err := tx.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'sent'),
 		       (SELECT count(*) FROM task_kept_answers WHERE task_id = $1),
 		       (SELECT COALESCE(array_agg(river_error_attempt) FILTER (WHERE river_error_attempt IS NOT NULL), '{}')
 		          FROM task_attempts WHERE task_id = $1),
 		       (SELECT COALESCE(array_agg(river_attempt) FILTER (WHERE river_attempt IS NOT NULL), '{}')
-		          FROM task_kept_answers WHERE task_id = $1),
-		       (SELECT to_jsonb(j.errors) FROM river_job j WHERE j.id = $2),
-		       (SELECT j.state::text FROM river_job j WHERE j.id = $2),
-		       (SELECT COALESCE(j.args->>'trace_id', '') FROM river_job j WHERE j.id = $2)`,
-		t.ID, t.jobID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver, &errs, &state, &traceID)
+		          FROM task_kept_answers WHERE task_id = $1)`,
+		t.ID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver)
+	if err != nil || t.jobID == nil {
+		return e, err
+	}
+	job, err := s.river.JobGetTx(ctx, tx, *t.jobID)
+	if errors.Is(err, river.ErrNotFound) {
+		return e, nil
+	}
 	if err != nil {
 		return e, err
 	}
-	if len(errs) > 0 && string(errs) != "null" {
-		if err := json.Unmarshal(errs, &e.riverErrors); err != nil {
-			return e, fmt.Errorf("river job errors: %w", err)
-		}
+	e.riverErrors = job.Errors
+	e.jobRunning = job.State == rivertype.JobStateRunning
+	var args TaskArgs
+	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+		return e, fmt.Errorf("river job args: %w", err)
 	}
-	e.jobRunning = state != nil && *state == string(rivertype.JobStateRunning)
-	if traceID != nil {
-		e.traceID = *traceID
-	}
+	e.traceID = args.TraceID
 	return e, nil
 }
 

@@ -55,7 +55,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			// Not only ambiguous attempts: a call whose outcome was never
 			// recorded ("sent", kept, a River run's error entry, a run in
 			// flight) may have been charged, and is settled as such.
-			ev, err := readEvidence(ctx, tx, t, jc.ambiguous)
+			ev, err := s.readEvidence(ctx, tx, t, jc.ambiguous)
 			if err != nil {
 				return err
 			}

@@ -75,12 +75,6 @@ func inlineRun(taskID, traceID string, jobID int64, stream bool) *run {
 	return r
 }
 
-// dropNetSQL deletes an inline run's safety net once its task has ended
-// ($1 the job id). A net that has started running (this process stalled
-// past its time) is left to finish: its run finds the task finished and
-// completes itself.
-const dropNetSQL = `DELETE FROM river_job WHERE id = $1 AND state IN ('scheduled', 'available')`
-
 // queueDone queues, on a batch that ends r's task, what ends r's job: an
 // inline run's safety net is dropped; a River run's job is completed by
 // River once Work returns.
@@ -92,9 +86,7 @@ func (r *run) queueDone(b *pgx.Batch) {
 
 // reschedule makes an inline run's safety net the task's next run, due
 // after wait: River runs it then, as it would a retried or snoozed job
-// (available at once with a future time when the wait is short, so that
-// its scheduler's interval does not stretch it; scheduled otherwise). A
-// run on arrival that has no net yet writes it here, in tx, unless the
+// (rescheduleJob). A run on arrival that has no net yet writes it here, in tx, unless the
 // leader's sweep wrote one meanwhile (the task's row, locked here, says).
 func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.Duration) error {
 	if r.jobID == 0 && r.netQueue != "" {
@@ -118,16 +110,8 @@ func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.D
 	if r.jobID == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `
-		UPDATE river_job SET scheduled_at = now() + $2::interval,
-		       state = CASE WHEN $2::interval <= $3::interval THEN 'available' ELSE 'scheduled' END::river_job_state
-		WHERE id = $1 AND state IN ('scheduled', 'available')`, r.jobID, wait, riverSchedulerInterval)
-	return err
+	return rescheduleJob(ctx, tx, r.jobID, wait)
 }
-
-// riverSchedulerInterval is how often River's scheduler makes scheduled
-// jobs available (River's default, which Tollgate keeps).
-const riverSchedulerInterval = 5 * time.Second
 
 // Stream is what a streamed run reports about its client.
 type Stream struct {
