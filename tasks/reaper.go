@@ -25,6 +25,11 @@ const reapGrace = 5 * time.Minute
 // orphan is an alarm, not a silent fix. An unfinished task with a kept
 // answer succeeds with it (reapKept); any other unfinished task fails. It
 // returns how many it closed.
+//
+// The reservations come first: a finished task holding one is what the
+// reaper is for, and held reservations are also how unfinished tasks are
+// found without an index of tasks on their finish (see
+// WriteSafetyNetsOnce).
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {

@@ -29,7 +29,7 @@ import (
 // the task ends. A run on arrival's is written only when needed: by its
 // run, for a later attempt or a wait (Service.reschedule), or, once the
 // run has outlived its deadline (its process died or stalled), by the
-// leader's sweep (Service.NetsOnce): most tasks end without one.
+// leader's sweep (Service.WriteSafetyNetsOnce): most tasks end without one.
 //
 // A stream makes one attempt and ends the task either way (its client is
 // waiting). An arrival run's failure that calls for another attempt, or a

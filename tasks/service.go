@@ -43,7 +43,7 @@ type Config struct {
 	MaxSnooze        time.Duration // longest a waiting job sleeps before looking again; default 30s
 	DefaultDeadline  time.Duration // a task's whole life unless the request sets deadline_s; default 1h
 	ReapEvery        time.Duration // how often the orphan reaper runs; default 1m
-	NetEvery         time.Duration // how often runs on arrival past their deadline get a safety net (NetsOnce); default 5s
+	NetEvery         time.Duration // how often runs on arrival past their deadline get a safety net (WriteSafetyNetsOnce); default 5s
 	PurgeEvery       time.Duration // how often body retention runs; default 1h
 	RetryBase        time.Duration // first transient backoff; default 1s
 	RetryMax         time.Duration // backoff and throttle pause cap; default 1m
@@ -312,7 +312,7 @@ const riverAttemptMargin = 5
 func (s *Service) Start(ctx context.Context) error {
 	s.StartListener(ctx)
 	go s.reapLoop(ctx, s.cfg.ReapEvery)
-	go s.netLoop(ctx, s.cfg.NetEvery)
+	go s.safetyNetLoop(ctx, s.cfg.NetEvery)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}
