@@ -10,16 +10,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/replay"
-	"github.com/tollgate/tollgate/tracing"
-	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.27.0"
-	"go.opentelemetry.io/otel/trace"
 )
 
+// begunAttempt is an attempt a run may make: the task, the model and
+// provider key it calls, its number in the journal, and where it came
+// from (a kept answer recorded instead of a call, an entry journalled
+// "sent" before it).
 type begunAttempt struct {
 	task    Task
 	attempt int
@@ -43,18 +44,6 @@ type begunAttempt struct {
 
 // providerKey is the Idempotency-Key the provider sees for this attempt.
 func (b *begunAttempt) providerKey() string { return fmt.Sprintf("%s:%d", b.task.ID, b.attempt) }
-
-// startCall starts the span of this attempt's provider call. It names the
-// provider key, its kind and the model; never the prompt, the output or the
-// key's secret.
-func (b *begunAttempt) startCall(ctx context.Context) (context.Context, trace.Span) {
-	return tracing.Tracer().Start(ctx, "provider.call", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String("tollgate.task.id", b.task.ID), attribute.Int("tollgate.task.attempt", b.attempt),
-			attribute.String("tollgate.provider.key", b.prov.Key), attribute.String("tollgate.provider.kind", b.prov.Kind),
-			attribute.String("tollgate.model", b.model.Name), semconv.GenAIRequestModel(b.model.ProviderModel),
-			attribute.Bool("tollgate.probe", b.probe)))
-}
 
 // attemptState is what decides whether a run may call the provider: the
 // task, its journal and its deadline.

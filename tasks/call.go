@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/tollgate/tollgate/provider"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	semconv "go.opentelemetry.io/otel/semconv/v1.34.0"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/tracing"
 )
 
 // callAndRecord makes begun's provider call and records its outcome.
@@ -28,6 +30,18 @@ func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rcancel()
 	return s.recordRun(rctx, s.newFinishedCall(r, begun, resp, callErr, latency))
+}
+
+// startCall starts the span of this attempt's provider call. It names the
+// provider key, its kind and the model; never the prompt, the output or the
+// key's secret.
+func (b *begunAttempt) startCall(ctx context.Context) (context.Context, trace.Span) {
+	return tracing.Tracer().Start(ctx, "provider.call", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("tollgate.task.id", b.task.ID), attribute.Int("tollgate.task.attempt", b.attempt),
+			attribute.String("tollgate.provider.key", b.prov.Key), attribute.String("tollgate.provider.kind", b.prov.Kind),
+			attribute.String("tollgate.model", b.model.Name), semconv.GenAIRequestModel(b.model.ProviderModel),
+			attribute.Bool("tollgate.probe", b.probe)))
 }
 
 // endCall ends a provider call's span with its outcome: the class

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
 )

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/tollgate/tollgate/tracing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/tracing"
 )
 
 // TaskArgs is the River job that runs one task.
