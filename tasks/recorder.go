@@ -47,6 +47,7 @@ func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, e
 		return b.s.recordBatch(ctx, owner, batch)
 	})
 	if err != nil {
+		c.res = successResult{} // what the batch read of it did not commit
 		return b.alone.record(ctx, c)
 	}
 	return applied{final: c.res.logged(c.log)}, nil
