@@ -232,3 +232,36 @@ func TestApplyRecordOnly(t *testing.T) {
 		t.Errorf("applied = %+v, want nothing to follow", a)
 	}
 }
+
+// TestRecordersAgree: a success recorded alone and one recorded by the
+// batching recorder end the same: the task succeeded, its reservation
+// settled, its attempt journalled, the key's gate closed, and the job
+// left for River to complete.
+func TestRecordersAgree(t *testing.T) {
+	t.Parallel()
+	s, pool := newApplyService(t)
+	for _, c := range []struct {
+		name string
+		rec  recorder
+	}{
+		{"lone", loneRecorder{s}},
+		{"batch", newBatchRecorder(s)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var completed bool
+			call := queuedCall(t, s, "key-"+c.name, nil, &completed)
+			a, err := c.rec.record(context.Background(), call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := readAfterApply(t, pool, call.b.task.ID, completed)
+			want := afterApply{Status: "succeeded", Reservation: "settled", Journal: "succeeded", Gate: "closed"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("mismatch (-want +got):\n%s", diff)
+			}
+			if a.final == nil || a.final.status != StatusSucceeded || a.after != nil {
+				t.Errorf("applied = %+v, want the task's success and nothing after", a)
+			}
+		})
+	}
+}
