@@ -67,8 +67,7 @@ var attemptStateSQL = `
 		SELECT count(*) FILTER (WHERE a.state = 'sent') AS sent,
 		       COALESCE(max(a.attempt), 0) AS last,
 		       COALESCE(array_agg(a.river_error_attempt) FILTER (WHERE a.river_error_attempt IS NOT NULL), '{}') AS recorded,
-		       count(*) FILTER (WHERE a.state <> 'sent' AND a.model = tasks.model
-		                        AND COALESCE(a.class, '') NOT IN ('throttled', 'exhausted')) AS counted,
+		       count(*) FILTER (WHERE ` + countsAgainstLimit + ` AND a.model = tasks.model) AS counted,
 		       count(*) FILTER (WHERE a.state = 'ambiguous') AS ambiguous
 		FROM task_attempts a WHERE a.task_id = tasks.id) j
 	WHERE tasks.id = $1`
@@ -159,9 +158,10 @@ func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error)
 		return nil, err
 	}
 	t := st.task
-	if t.Status.Final() || t.CancelRequested || st.sent > 0 || st.left <= 0 ||
-		len(unrecordedRuns(r.errors, st.recorded)) > 0 ||
-		st.jc.ambiguous > max(s.cfg.AmbiguousRetries, 0) || st.jc.counted >= s.maxAttemptsOf(t) || r.attempt >= r.maxAttempts {
+	facts := startFacts{run: runQueued, cancelRequested: t.CancelRequested, left: st.left, counted: st.jc.counted,
+		ambiguous: st.jc.ambiguous, maxAttempts: s.maxAttemptsOf(t), runsLeft: r.attempt < r.maxAttempts}
+	if t.Status.Final() || st.sent > 0 || len(unrecordedRuns(r.errors, st.recorded)) > 0 ||
+		decideStart(facts, s.cfg.AmbiguousRetries).next != stepCall {
 		return nil, nil
 	}
 	m, prov, err := s.modelOf(t)

@@ -30,16 +30,23 @@ type journalCounts struct {
 // settled as possibly charged, never released as if nothing was spent.
 func (c journalCounts) possiblyCharged() int { return c.ambiguous + c.sent }
 
+// countsAgainstLimit is the journal's test (on task_attempts a) of an
+// attempt that counts against the attempt limit, on its model: it ended,
+// and not on the key's account (throttled or exhausted).
+const countsAgainstLimit = `a.state <> 'sent' AND COALESCE(a.class, '') NOT IN ('throttled', 'exhausted')`
+
+// countJournal counts the journal of task taskID, the attempts on model
+// for the attempt limit.
 func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journalCounts, error) {
 	var c journalCounts
 	var class, code *string
 	err := tx.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE state <> 'sent' AND model = $2 AND COALESCE(class, '') NOT IN ('throttled', 'exhausted')),
-		       count(*) FILTER (WHERE state = 'ambiguous'),
-		       count(*) FILTER (WHERE state = 'sent'),
+		SELECT count(*) FILTER (WHERE `+countsAgainstLimit+` AND a.model = $2),
+		       count(*) FILTER (WHERE a.state = 'ambiguous'),
+		       count(*) FILTER (WHERE a.state = 'sent'),
 		       (SELECT class FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1),
 		       (SELECT error_code FROM task_attempts WHERE task_id = $1 AND class IS NOT NULL ORDER BY attempt DESC LIMIT 1)
-		FROM task_attempts WHERE task_id = $1`, taskID, model).Scan(&c.counted, &c.ambiguous, &c.sent, &class, &code)
+		FROM task_attempts a WHERE a.task_id = $1`, taskID, model).Scan(&c.counted, &c.ambiguous, &c.sent, &class, &code)
 	if class != nil {
 		c.lastClass = provider.Class(*class)
 	}
