@@ -149,27 +149,16 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status, param, retryAfter)
 		return
 	}
-	if b.riverRun != nil {
-		// A kept answer: its River run's entry in river_job.errors is
-		// this attempt, recorded.
-		batch.Queue(`
-			WITH a AS (
-				INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
-				                           idempotency_key, started_at, finished_at, river_error_attempt, error_param, error_retry_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12, $13, now() + $14::interval)
-			)
-			UPDATE tasks SET attempts = $2 WHERE id = $1`,
-			b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, *b.riverRun, param, retryAfter)
-		return
-	}
+	// river_error_attempt: a kept answer's River run, whose entry in
+	// river_job.errors is this attempt, recorded; NULL for any other.
 	batch.Queue(`
 		WITH a AS (
 			INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
-			                           idempotency_key, started_at, finished_at, error_param, error_retry_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12, now() + $13::interval)
+			                           idempotency_key, started_at, finished_at, river_error_attempt, error_param, error_retry_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12, $13, now() + $14::interval)
 		)
 		UPDATE tasks SET attempts = $2 WHERE id = $1`,
-		b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, param, retryAfter)
+		b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, b.riverRun, param, retryAfter)
 }
 
 // queueImplausibleUsage flags b's journal entry, queued before it, as

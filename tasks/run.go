@@ -101,7 +101,7 @@ func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.D
 			if err != nil {
 				return fmt.Errorf("tasks: write the net: %w", err)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE tasks SET job_id = $2 WHERE id = $1`, r.taskID, res.Job.ID); err != nil {
+			if _, err := tx.Exec(ctx, setJobSQL, r.taskID, res.Job.ID); err != nil {
 				return err
 			}
 			r.jobID = res.Job.ID

@@ -17,6 +17,9 @@ import (
 // itself (reschedule).
 const safetyNetGrace = 30 * time.Second
 
+// setJobSQL names task $1's River job, $2: its safety net, once written.
+const setJobSQL = `UPDATE tasks SET job_id = $2 WHERE id = $1`
+
 // safetyNetBatch bounds the nets one WriteSafetyNetsOnce transaction writes.
 const safetyNetBatch = 100
 
@@ -89,7 +92,7 @@ func (s *Service) WriteSafetyNetsOnce(ctx context.Context) (int, error) {
 			}
 			b := &pgx.Batch{}
 			for i, l := range found {
-				b.Queue(`UPDATE tasks SET job_id = $2 WHERE id = $1`, l.id, res[i].Job.ID)
+				b.Queue(setJobSQL, l.id, res[i].Job.ID)
 				s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "run on arrival outlived its deadline; its safety net will finish the task",
 					slog.String("task_id", l.id))
 			}
