@@ -46,6 +46,8 @@ func (s *Service) apply(ctx context.Context, tx *pipetx.Tx, c *finishedCall, st 
 	return at.out, err
 }
 
+// applyDecision is apply's work: the gate first, then a fallback when d
+// asks for one, then the step d names.
 func (s *Service) applyDecision(ctx context.Context, at *applying, d decision) error {
 	tx, c, t := at.tx, at.c, at.st.task
 	gateWait, err := s.moveGate(ctx, at, d.gate)

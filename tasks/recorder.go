@@ -37,6 +37,8 @@ type batchRecorder struct {
 	batcher ownerBatcher[*finishedCall]
 }
 
+// newBatchRecorder is the batching recorder of s, which records alone what
+// a batch cannot.
 func newBatchRecorder(s *Service) *batchRecorder {
 	return &batchRecorder{s: s, alone: loneRecorder{s}}
 }
