@@ -81,7 +81,7 @@ func TestFirstAttemptRunsOnArrival(t *testing.T) {
 
 // A process that dies mid-call on arrival leaves its task running, its
 // attempt journalled "sent", and no River job: once the run has outlived
-// its job timeout, a sweep (NetsOnce, on any instance) writes the task's
+// its job timeout, a sweep (WriteSafetyNetsOnce, on any instance) writes the task's
 // safety net, due at once, and another process finds the entry, counts
 // that call as possibly made (ambiguous), repeats it once, and settles
 // the task as possibly charged. Before that time no sweep touches it.
@@ -93,8 +93,8 @@ func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	if got := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t).Status; got != tasks.StatusRunning {
 		t.Errorf("admitted as %s, want running", got)
 	}
-	if n, err := e.tasks.NetsOnce(t.Context()); err != nil || n != 0 {
-		t.Errorf("NetsOnce before the run's deadline = %d, %v; want 0", n, err)
+	if n, err := e.tasks.WriteSafetyNetsOnce(t.Context()); err != nil || n != 0 {
+		t.Errorf("WriteSafetyNetsOnce before the run's deadline = %d, %v; want 0", n, err)
 	}
 	e.expectScalars([]scalarCheck{
 		{"journal entries sent before the call", `SELECT count(*) FROM task_attempts WHERE task_id = '` + id + `' AND state = 'sent' AND attempt = 1`, 1},
@@ -107,7 +107,7 @@ func TestRunOnArrivalWhoseProcessDiedIsFinishedByItsSafetyNet(t *testing.T) {
 	if _, err := e.pool.Exec(t.Context(), `UPDATE budget_reservations SET created_at = now() - interval '1 hour' WHERE task_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.tasks.NetsOnce(t.Context()); err != nil {
+	if _, err := other.tasks.WriteSafetyNetsOnce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	task := other.waitFinished(key, id)
@@ -252,8 +252,8 @@ func TestArrivalRetryReusesANetWrittenBySweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := e.tasks.NetsOnce(t.Context()); err != nil || n != 1 {
-		t.Fatalf("NetsOnce = %d, %v; want the stalled run's net", n, err)
+	if n, err := e.tasks.WriteSafetyNetsOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("WriteSafetyNetsOnce = %d, %v; want the stalled run's net", n, err)
 	}
 	net := e.scalar(`SELECT job_id FROM tasks WHERE id = $1`, id)
 	e.waitFor("the run's failure recorded", func() bool {

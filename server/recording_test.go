@@ -110,7 +110,7 @@ func TestFailedRecordingKeepsTheAnswer(t *testing.T) {
 				if _, err := e.pool.Exec(t.Context(), `UPDATE budget_reservations SET created_at = now() - interval '1 hour' WHERE task_id = $1`, id); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := e.tasks.NetsOnce(t.Context()); err != nil {
+				if _, err := e.tasks.WriteSafetyNetsOnce(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -16,7 +16,7 @@ import (
 
 // TestSuccessesOfOneOwnerSettleTogether runs 150 tasks of one owner at once
 // with workers on, so that successes queue behind each other and are
-// recorded in shared transactions (tasks.recordTogether). Every task must
+// recorded in shared transactions (tasks.batchRecorder). Every task must
 // end with its own journal entry, replay record and usage row, the owner's
 // balance must equal the sum of the settlements to the micro, the ledger
 // must explain it, and the metrics must show that some transaction

@@ -31,7 +31,7 @@ type admission struct {
 	// commit (runOnArrival); the task is written running, with the
 	// attempt's journal entry "sent", and no job: its safety net is
 	// written only if the run needs one (a retry or a wait, see
-	// Service.reschedule) or dies (Service.NetsOnce).
+	// Service.reschedule) or dies (Service.WriteSafetyNetsOnce).
 	onArrival bool
 
 	// Filled in by queueInsert once the batch's results are read.
@@ -158,7 +158,7 @@ var errKeyTaken = errors.New("tasks: idempotency key taken")
 func (s *Service) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
 	opts := &river.InsertOpts{Queue: queueFor(providerKey)}
 	if inline {
-		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + netGrace)
+		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + safetyNetGrace)
 	}
 	return TaskArgs{TaskID: id, TraceID: traceID, TraceParent: tracing.TraceParent(ctx)}, opts
 }

@@ -21,14 +21,14 @@ import (
 // batchAdmitter writes an owner's admissions that are waiting at the same
 // moment in one transaction: every admission of an owner ends on the
 // owner's budget row, and a batch shares one hand-over of the row's lock
-// and one commit (together). A batch that cannot commit falls back to one
+// and one commit (ownerBatcher). A batch that cannot commit falls back to one
 // transaction per admission (loneAdmitter), which tells its members'
 // refusals apart.
 type batchAdmitter struct {
 	lone *loneAdmitter
 	// batches groups the admissions of each owner that wait while the
 	// owner's batches run.
-	batches together[*admission]
+	batches ownerBatcher[*admission]
 	metrics *metrics.Metrics // counts the tasks admitted in batches
 }
 
@@ -73,7 +73,7 @@ func (b *batchAdmitter) admit(ctx context.Context, a *admission) error {
 }
 
 // writeTogether writes a with the other admissions of its owner that are
-// waiting (see together), in one transaction: their jobs in one statement,
+// waiting (see ownerBatcher), in one transaction: their jobs in one statement,
 // then their rows, their reservations and COMMIT in one round trip. It
 // returns nil once the batch committed: a is then admitted, or a.taken
 // says another submission (of the batch, or a concurrent request) holds

@@ -29,7 +29,7 @@ type Config struct {
 	MaxSnooze        time.Duration // longest a waiting job sleeps before looking again; default 30s
 	DefaultDeadline  time.Duration // a task's whole life unless the request sets deadline_s; default 1h
 	ReapEvery        time.Duration // how often the orphan reaper runs; default 1m
-	NetEvery         time.Duration // how often runs on arrival past their deadline get a safety net (NetsOnce); default 5s
+	NetEvery         time.Duration // how often runs on arrival past their deadline get a safety net (WriteSafetyNetsOnce); default 5s
 	PurgeEvery       time.Duration // how often body retention runs; default 1h
 	RetryBase        time.Duration // first transient backoff; default 1s
 	RetryMax         time.Duration // backoff and throttle pause cap; default 1m

@@ -21,7 +21,7 @@
 // every task of the owner shares. Their locking statement is the last of
 // the transaction and is sent with COMMIT in one pipeline (internal/pipetx),
 // so the row is held only while PostgreSQL runs the statement and commits.
-// What queues behind a commit travels together (together.go): an owner's
+// What queues behind a commit travels together (ownerbatch.go): an owner's
 // waiting admissions in one transaction (two such batches may run at once,
 // admissionLanes, so that one slow batch does not hold the owner's next
 // admissions), its waiting successes in another,

@@ -115,11 +115,12 @@ const (
 	keepWait  = 50 * time.Millisecond
 )
 
-// keepAnswer keeps b's answer, sealed and bound to the task, in one
+// keepAnswer keeps c's answer, sealed and bound to the task, in one
 // statement of its own, tried again with bounded backoff while ctx lasts.
 // It returns the last error when every try failed.
-func (s *Service) keepAnswer(ctx context.Context, r *run, b *begunAttempt, resp *provider.Response, latency time.Duration) error {
-	plain, err := json.Marshal(keptBodyOf(resp, b.stream))
+func (s *Service) keepAnswer(ctx context.Context, c *finishedCall) error {
+	r, b := c.r, c.b
+	plain, err := json.Marshal(keptBodyOf(c.resp, b.stream))
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (s *Service) keepAnswer(ctx context.Context, r *run, b *begunAttempt, resp 
 	}
 	wait := keepWait
 	for try := 1; ; try++ {
-		_, err = s.pool.Exec(ctx, keepSQL, b.task.ID, b.attempt, riverAttempt, b.sent, b.model.Name, b.startAt, latency, sealed)
+		_, err = s.pool.Exec(ctx, keepSQL, b.task.ID, b.attempt, riverAttempt, b.sent, b.model.Name, b.startAt, c.latency, sealed)
 		if err == nil || try == keepTries {
 			return err
 		}
@@ -241,7 +242,7 @@ func (s *Service) recordKept(ctx context.Context, r *run, b *begunAttempt) error
 	defer cancel()
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "recording a kept answer instead of calling again",
 		slog.String("task_id", b.task.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", r.traceID))
-	if err := s.recordRun(rctx, r, b, b.fromKept.resp, nil, b.fromKept.latency); err != nil {
+	if err := s.recordRun(rctx, s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency)); err != nil {
 		return &noCallError{err}
 	}
 	return nil
@@ -312,34 +313,36 @@ func possibleCalls(e callEvidence) int {
 	return n
 }
 
-// readEvidence reads t's callEvidence under tx.
-func readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
+// readEvidence reads t's callEvidence under tx: the journal's and the
+// kept answers' from our tables, the job's failed runs and state from
+// River (JobGetTx).
+func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
 	e := callEvidence{ambiguous: ambiguous}
-	var errs []byte
-	var state, traceID *string
 	err := tx.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'sent'),
 		       (SELECT count(*) FROM task_kept_answers WHERE task_id = $1),
 		       (SELECT COALESCE(array_agg(river_error_attempt) FILTER (WHERE river_error_attempt IS NOT NULL), '{}')
 		          FROM task_attempts WHERE task_id = $1),
 		       (SELECT COALESCE(array_agg(river_attempt) FILTER (WHERE river_attempt IS NOT NULL), '{}')
-		          FROM task_kept_answers WHERE task_id = $1),
-		       (SELECT to_jsonb(j.errors) FROM river_job j WHERE j.id = $2),
-		       (SELECT j.state::text FROM river_job j WHERE j.id = $2),
-		       (SELECT COALESCE(j.args->>'trace_id', '') FROM river_job j WHERE j.id = $2)`,
-		t.ID, t.jobID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver, &errs, &state, &traceID)
+		          FROM task_kept_answers WHERE task_id = $1)`,
+		t.ID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver)
+	if err != nil || t.jobID == nil {
+		return e, err
+	}
+	job, err := s.river.JobGetTx(ctx, tx, *t.jobID)
+	if errors.Is(err, river.ErrNotFound) {
+		return e, nil
+	}
 	if err != nil {
 		return e, err
 	}
-	if len(errs) > 0 && string(errs) != "null" {
-		if err := json.Unmarshal(errs, &e.riverErrors); err != nil {
-			return e, fmt.Errorf("river job errors: %w", err)
-		}
+	e.riverErrors = job.Errors
+	e.jobRunning = job.State == rivertype.JobStateRunning
+	var args TaskArgs
+	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+		return e, fmt.Errorf("river job args: %w", err)
 	}
-	e.jobRunning = state != nil && *state == string(rivertype.JobStateRunning)
-	if traceID != nil {
-		e.traceID = *traceID
-	}
+	e.traceID = args.TraceID
 	return e, nil
 }
 
@@ -374,7 +377,8 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	}
 	t.Request = raw
 	r := &run{taskID: t.ID, traceID: ev.traceID, errors: ev.riverErrors}
-	if err := s.markInterrupted(ctx, tx, t, m, prov, r, kept); err != nil {
+	on := &begunAttempt{task: t, model: m, prov: prov, raw: raw}
+	if err := s.markInterrupted(ctx, tx, on, r, kept); err != nil {
 		return nil, err
 	}
 	st, err := lockAttemptState(ctx, tx, t.ID)
@@ -390,10 +394,10 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "reaper recording a kept answer as the task's success",
 		slog.String("task_id", t.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
+	c := s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency)
 	batch := &pgx.Batch{}
-	var res successResult
 	var settle budget.Settlements
-	if err := s.queueSuccess(batch, &settle, st, r, b, b.fromKept.resp, b.fromKept.latency, &res); err != nil {
+	if err := s.queueSuccess(batch, &settle, st, c); err != nil {
 		return nil, err
 	}
 	settle.Queue(batch, s.cfg.AlertThresholds)
@@ -403,5 +407,5 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	}
 	log := s.cfg.Logger.With(slog.String("task_id", t.ID), slog.String("owner_id", t.OwnerID),
 		slog.String("model", b.model.Name), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
-	return res.logged(log), nil
+	return c.res.logged(log), nil
 }

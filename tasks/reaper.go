@@ -25,6 +25,11 @@ const reapGrace = 5 * time.Minute
 // orphan is an alarm, not a silent fix. An unfinished task with a kept
 // answer succeeds with it (reapKept); any other unfinished task fails. It
 // returns how many it closed.
+//
+// The reservations come first: a finished task holding one is what the
+// reaper is for, and held reservations are also how unfinished tasks are
+// found without an index of tasks on their finish (see
+// WriteSafetyNetsOnce).
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
@@ -55,7 +60,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			// Not only ambiguous attempts: a call whose outcome was never
 			// recorded ("sent", kept, a River run's error entry, a run in
 			// flight) may have been charged, and is settled as such.
-			ev, err := readEvidence(ctx, tx, t, jc.ambiguous)
+			ev, err := s.readEvidence(ctx, tx, t, jc.ambiguous)
 			if err != nil {
 				return err
 			}
@@ -67,7 +72,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands. A
 				// kept copy left over goes.
-				if _, err := s.closeMoney(ctx, tx, t, charged); err != nil {
+				if _, err := s.closeMoney(ctx, tx, t, moneyAfter(charged)); err != nil {
 					return err
 				}
 				_, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil)

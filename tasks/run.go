@@ -29,7 +29,7 @@ import (
 // the task ends. A run on arrival's is written only when needed: by its
 // run, for a later attempt or a wait (Service.reschedule), or, once the
 // run has outlived its deadline (its process died or stalled), by the
-// leader's sweep (Service.NetsOnce): most tasks end without one.
+// leader's sweep (Service.WriteSafetyNetsOnce): most tasks end without one.
 //
 // A stream makes one attempt and ends the task either way (its client is
 // waiting). An arrival run's failure that calls for another attempt, or a
@@ -75,12 +75,6 @@ func inlineRun(taskID, traceID string, jobID int64, stream bool) *run {
 	return r
 }
 
-// dropNetSQL deletes an inline run's safety net once its task has ended
-// ($1 the job id). A net that has started running (this process stalled
-// past its time) is left to finish: its run finds the task finished and
-// completes itself.
-const dropNetSQL = `DELETE FROM river_job WHERE id = $1 AND state IN ('scheduled', 'available')`
-
 // queueDone queues, on a batch that ends r's task, what ends r's job: an
 // inline run's safety net is dropped; a River run's job is completed by
 // River once Work returns.
@@ -92,9 +86,7 @@ func (r *run) queueDone(b *pgx.Batch) {
 
 // reschedule makes an inline run's safety net the task's next run, due
 // after wait: River runs it then, as it would a retried or snoozed job
-// (available at once with a future time when the wait is short, so that
-// its scheduler's interval does not stretch it; scheduled otherwise). A
-// run on arrival that has no net yet writes it here, in tx, unless the
+// (rescheduleJob). A run on arrival that has no net yet writes it here, in tx, unless the
 // leader's sweep wrote one meanwhile (the task's row, locked here, says).
 func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.Duration) error {
 	if r.jobID == 0 && r.netQueue != "" {
@@ -109,7 +101,7 @@ func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.D
 			if err != nil {
 				return fmt.Errorf("tasks: write the net: %w", err)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE tasks SET job_id = $2 WHERE id = $1`, r.taskID, res.Job.ID); err != nil {
+			if _, err := tx.Exec(ctx, setJobSQL, r.taskID, res.Job.ID); err != nil {
 				return err
 			}
 			r.jobID = res.Job.ID
@@ -118,16 +110,8 @@ func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.D
 	if r.jobID == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `
-		UPDATE river_job SET scheduled_at = now() + $2::interval,
-		       state = CASE WHEN $2::interval <= $3::interval THEN 'available' ELSE 'scheduled' END::river_job_state
-		WHERE id = $1 AND state IN ('scheduled', 'available')`, r.jobID, wait, riverSchedulerInterval)
-	return err
+	return rescheduleJob(ctx, tx, r.jobID, wait)
 }
-
-// riverSchedulerInterval is how often River's scheduler makes scheduled
-// jobs available (River's default, which Tollgate keeps).
-const riverSchedulerInterval = 5 * time.Second
 
 // Stream is what a streamed run reports about its client.
 type Stream struct {
@@ -195,7 +179,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		cancel()
 		begun.stream = info
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err = s.recordRun(rctx, r, begun, resp, callErr, s.cfg.Now().Sub(started))
+		err = s.recordRun(rctx, s.newFinishedCall(r, begun, resp, callErr, s.cfg.Now().Sub(started)))
 		rcancel()
 		if err != nil {
 			return Task{}, err

@@ -37,9 +37,9 @@ type Service struct {
 	// budgetRows queues this process's commits on an owner's budget rows
 	// (commitOnBudget).
 	budgetRows keylock.Locks
-	// successes records an owner's succeeded calls together
-	// (recordTogether).
-	successes together[*succeededCall]
+	// recorder records succeeded calls, alone or with the owner's other
+	// successes (recorder.go).
+	recorder recorder
 	// admitter writes the tasks Create prepares (admitter.go).
 	admitter admitter
 	// slots bound this process's concurrent calls per provider key;
@@ -102,6 +102,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
 	}
 	s.river = client
+	s.recorder = newBatchRecorder(s)
 	s.admitter = newAdmitter(&loneAdmitter{pool: pool, river: client, now: cfg.Now, commitOnBudget: s.commitOnBudget}, cfg)
 	return s, nil
 }
@@ -117,7 +118,7 @@ const riverAttemptMargin = 5
 func (s *Service) Start(ctx context.Context) error {
 	s.StartListener(ctx)
 	go s.reapLoop(ctx, s.cfg.ReapEvery)
-	go s.netLoop(ctx, s.cfg.NetEvery)
+	go s.safetyNetLoop(ctx, s.cfg.NetEvery)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}

@@ -12,24 +12,32 @@ import (
 	"github.com/tollgate/tollgate/internal/periodic"
 )
 
-// netGrace is how long past a run's job timeout its safety net waits: a
+// safetyNetGrace is how long past a run's job timeout its safety net waits: a
 // live run has ended by then, by finishing its task or by writing the net
 // itself (reschedule).
-const netGrace = 30 * time.Second
+const safetyNetGrace = 30 * time.Second
 
-// netBatch bounds the nets one NetsOnce transaction writes.
-const netBatch = 100
+// setJobSQL names task $1's River job, $2: its safety net, once written.
+const setJobSQL = `UPDATE tasks SET job_id = $2 WHERE id = $1`
 
-// NetsOnce writes the safety net of every run on arrival that has outlived
-// its job timeout plus netGrace without one: its process died or stalled
-// mid-call. Such a task is running, holds its reservation and has no job.
-// Its net is a River job available at once, which finds the journal entry
-// "sent" and counts the call as possibly made, as a net written at the
-// admission did. The task's row is locked (SKIP LOCKED: a run finishing it
-// right now goes first, and the task is then no longer running), so a net
-// is written once, whichever instances sweep. It returns how many it
-// wrote.
-func (s *Service) NetsOnce(ctx context.Context) (int, error) {
+// safetyNetBatch bounds the nets one WriteSafetyNetsOnce transaction writes.
+const safetyNetBatch = 100
+
+// WriteSafetyNetsOnce writes the safety net of every run on arrival that
+// has outlived its job timeout plus safetyNetGrace without one: its
+// process died or stalled mid-call. Such a task is running, holds its
+// reservation and has no job. Its net is a River job available at once,
+// which finds the journal entry "sent" and counts the call as possibly
+// made, as a net written at the admission did. The task's row is locked
+// (SKIP LOCKED: a run finishing it right now goes first, and the task is
+// then no longer running), so a net is written once, whichever instances
+// sweep. It returns how many it wrote.
+//
+// Unfinished tasks are found by their held reservations (the index
+// budget_reservations_held_created): an index of tasks on their status or
+// finish would make every finish change an indexed column, and a finish
+// could no longer be a HOT update (migration 000114).
+func (s *Service) WriteSafetyNetsOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		wrote := 0
@@ -42,7 +50,7 @@ func (s *Service) NetsOnce(ctx context.Context) (int, error) {
 				  AND t.status = 'running' AND t.job_id IS NULL
 				ORDER BY r.created_at
 				LIMIT $2
-				FOR UPDATE OF t SKIP LOCKED`, s.cfg.jobTimeout()+netGrace, netBatch)
+				FOR UPDATE OF t SKIP LOCKED`, s.cfg.jobTimeout()+safetyNetGrace, safetyNetBatch)
 			if err != nil {
 				return err
 			}
@@ -84,7 +92,7 @@ func (s *Service) NetsOnce(ctx context.Context) (int, error) {
 			}
 			b := &pgx.Batch{}
 			for i, l := range found {
-				b.Queue(`UPDATE tasks SET job_id = $2 WHERE id = $1`, l.id, res[i].Job.ID)
+				b.Queue(setJobSQL, l.id, res[i].Job.ID)
 				s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "run on arrival outlived its deadline; its safety net will finish the task",
 					slog.String("task_id", l.id))
 			}
@@ -98,17 +106,17 @@ func (s *Service) NetsOnce(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("tasks: nets: %w", err)
 		}
 		n += wrote
-		if wrote < netBatch {
+		if wrote < safetyNetBatch {
 			return n, nil
 		}
 	}
 }
 
-// netLoop runs NetsOnce every interval until ctx ends. Every instance may
+// safetyNetLoop runs WriteSafetyNetsOnce every interval until ctx ends. Every instance may
 // run it: SKIP LOCKED keeps them from writing a task's net twice.
-func (s *Service) netLoop(ctx context.Context, interval time.Duration) {
+func (s *Service) safetyNetLoop(ctx context.Context, interval time.Duration) {
 	periodic.Every(ctx, interval, func(ctx context.Context) {
-		if _, err := s.NetsOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.WriteSafetyNetsOnce(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("writing safety nets failed", slog.String("error", err.Error()))
 		}
 	})

@@ -2,43 +2,57 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/internal/pipetx"
-	"github.com/tollgate/tollgate/provider"
 )
 
-// succeededCall is one run's succeeded provider call waiting to be
-// recorded with others of its owner (recordTogether).
-type succeededCall struct {
-	r       *run
-	b       *begunAttempt
-	resp    *provider.Response
-	latency time.Duration
-	res     successResult // filled in once recorded
+// recorder records succeeded calls. Which one a Service uses is chosen
+// where it is built (New): the run's code cannot tell them apart.
+type recorder interface {
+	// record records c, a succeeded call, and carries out what follows it
+	// (decide, apply). It returns what the caller does once it committed.
+	record(ctx context.Context, c *finishedCall) (applied, error)
 }
 
-// errAlone: the batch did not commit; each of its members takes its
-// ordinary path on its own.
-var errAlone = errors.New("tasks: run alone")
+// loneRecorder records each success in a transaction of its own.
+type loneRecorder struct{ s *Service }
 
-// recordTogether records c with the other succeeded calls of its owner
-// that are waiting (see together): the owner's budget row, which each
+func (l loneRecorder) record(ctx context.Context, c *finishedCall) (applied, error) {
+	return l.s.recordAlone(ctx, c)
+}
+
+// batchRecorder records a success with the other successes of its owner
+// that are waiting (see ownerBatcher): the owner's budget row, which each
 // settlement updates, is then locked once per batch instead of once per
-// task. It returns nil once c is committed (c.res is then filled in) and
-// errAlone when c must be recorded on its own: a task of the batch was
-// finished or canceled meanwhile, or the batch failed.
-func (s *Service) recordTogether(ctx context.Context, c *succeededCall) error {
+// task. A success the batch cannot record (a task of the batch finished
+// or canceled meanwhile, or the batch failed) is recorded alone.
+type batchRecorder struct {
+	s       *Service
+	alone   loneRecorder
+	batcher ownerBatcher[*finishedCall]
+}
+
+// newBatchRecorder is the batching recorder of s, which records alone what
+// a batch cannot.
+func newBatchRecorder(s *Service) *batchRecorder {
+	return &batchRecorder{s: s, alone: loneRecorder{s}}
+}
+
+func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, error) {
 	owner := c.b.task.OwnerID
-	return s.successes.do(owner, c, func(batch []*succeededCall) error {
-		return s.recordBatch(ctx, owner, batch)
+	err := b.batcher.do(owner, c, func(batch []*finishedCall) error {
+		return b.s.recordBatch(ctx, owner, batch)
 	})
+	if err != nil {
+		c.res = successResult{} // what the batch read of it did not commit
+		return b.alone.record(ctx, c)
+	}
+	return applied{final: c.res.logged(c.log)}, nil
 }
 
 // recordBatch records calls, all of owner, in one transaction: their tasks
@@ -57,9 +71,9 @@ func (s *Service) recordTogether(ctx context.Context, c *succeededCall) error {
 // a guard after the locking reads checks in SQL (recordableSQL): with the
 // COMMIT in the same pipeline, only an error can stop it, and the batch
 // then rolls back, the records with it.
-func (s *Service) recordBatch(ctx context.Context, owner string, calls []*succeededCall) error {
-	slices.SortFunc(calls, func(a, b *succeededCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
-	early := !slices.ContainsFunc(calls, func(c *succeededCall) bool { return !c.b.sent })
+func (s *Service) recordBatch(ctx context.Context, owner string, calls []*finishedCall) error {
+	slices.SortFunc(calls, func(a, b *finishedCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
+	early := !slices.ContainsFunc(calls, func(c *finishedCall) bool { return !c.b.sent })
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		states := make([]attemptState, len(calls))
 		first, records, settles := &pgx.Batch{}, &pgx.Batch{}, &budget.Settlements{}
@@ -143,22 +157,10 @@ const recordableSQL = `
 
 // queueRecords queues c's records on records and its settlement on
 // settles, for its task as st has it.
-func (s *Service) queueRecords(records *pgx.Batch, settles *budget.Settlements, st attemptState, c *succeededCall) error {
-	if err := s.queueSuccess(records, settles, st, c.r, c.b, c.resp, c.latency, &c.res); err != nil {
+func (s *Service) queueRecords(records *pgx.Batch, settles *budget.Settlements, st attemptState, c *finishedCall) error {
+	if err := s.queueSuccess(records, settles, st, c); err != nil {
 		return err
 	}
 	c.r.queueDone(records)
 	return nil
-}
-
-// tokens returns u's figures by class.
-func (u Usage) tokens() budget.Tokens {
-	return budget.Tokens{Input: u.InputTokens, Output: u.OutputTokens, CachedInput: u.CachedInputTokens,
-		CacheWrite: u.CacheWriteTokens, Reasoning: u.ReasoningTokens}
-}
-
-// setTokens sets u's figures from t.
-func (u *Usage) setTokens(t budget.Tokens) {
-	u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.ReasoningTokens =
-		t.Input, t.Output, t.CachedInput, t.CacheWrite, t.Reasoning
 }

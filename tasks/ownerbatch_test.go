@@ -9,7 +9,7 @@ import (
 )
 
 // queued is how many values of owner wait, -1 when no batch of owner runs.
-func (g *together[T]) queued(owner string) int {
+func (g *ownerBatcher[T]) queued(owner string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.owners[owner]
@@ -19,12 +19,12 @@ func (g *together[T]) queued(owner string) int {
 	return len(w.queued)
 }
 
-// TestTogetherBatchesAndHandsOver: values of one owner that arrive while a
+// TestOwnerBatcherBatchesAndHandsOver: values of one owner that arrive while a
 // batch runs go into later batches, every value is run exactly once and
 // hears its batch's result, and a panicking batch still releases the
 // others (with errAlone) and the owner.
-func TestTogetherBatchesAndHandsOver(t *testing.T) {
-	var g together[int]
+func TestOwnerBatcherBatchesAndHandsOver(t *testing.T) {
+	var g ownerBatcher[int]
 	release := make(chan struct{})
 	var mu sync.Mutex
 	seen := map[int]int{}
@@ -100,12 +100,12 @@ func TestTogetherBatchesAndHandsOver(t *testing.T) {
 	}
 }
 
-// TestTogetherLanesRunBatchesSideBySide: with two lanes, two batches of one
+// TestOwnerBatcherLanesRunBatchesSideBySide: with two lanes, two batches of one
 // owner run at once and a third value waits for a lane; a lane left is
 // handed to the oldest waiting value, with whatever queued behind it; every
 // value runs once, and the owner is forgotten when both lanes are free.
-func TestTogetherLanesRunBatchesSideBySide(t *testing.T) {
-	g := together[int]{lanes: 2}
+func TestOwnerBatcherLanesRunBatchesSideBySide(t *testing.T) {
+	g := ownerBatcher[int]{lanes: 2}
 	var mu sync.Mutex
 	running, most := 0, 0
 	seen := map[int]int{}

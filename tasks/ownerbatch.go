@@ -6,10 +6,14 @@ import (
 	"sync"
 )
 
-// maxTogether bounds how many tasks one batch holds.
-const maxTogether = 64
+// maxBatch bounds how many tasks one batch holds.
+const maxBatch = 64
 
-// together batches the work of one owner: admissions, or the recording of
+// errAlone: the batch did not commit; each of its members takes its
+// ordinary path on its own.
+var errAlone = errors.New("tasks: run alone")
+
+// ownerBatcher batches the work of one owner: admissions, or the recording of
 // succeeded calls, whose transactions all end on the owner's budget row. A
 // batch shares one transaction, one hand-over of the row's lock and one
 // commit.
@@ -20,7 +24,7 @@ const maxTogether = 64
 // everything queued by then, in the first lane to come free. Each
 // goroutine runs at most one batch, its own, so none is held past its own
 // work for long.
-type together[T any] struct {
+type ownerBatcher[T any] struct {
 	// lanes is how many batches of one owner may run at once; 0 means 1.
 	lanes  int
 	mu     sync.Mutex
@@ -44,7 +48,7 @@ var errLead = errors.New("tasks: run the next batch")
 // do runs v in a batch of owner's work with run, and returns run's result
 // for that batch. run receives the batch's values, oldest first, v among
 // them.
-func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
+func (g *ownerBatcher[T]) do(owner string, v T, run func(batch []T) error) error {
 	me := &member[T]{v: v, done: make(chan error, 1)}
 	g.mu.Lock()
 	if g.owners == nil {
@@ -73,7 +77,7 @@ func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
 			return err
 		}
 	}
-	batch := append([]*member[T]{me}, g.take(owner, maxTogether-1)...)
+	batch := append([]*member[T]{me}, g.take(owner, maxBatch-1)...)
 	values := make([]T, len(batch))
 	for i, m := range batch {
 		values[i] = m.v
@@ -93,7 +97,7 @@ func (g *together[T]) do(owner string, v T, run func(batch []T) error) error {
 }
 
 // take removes up to n queued members of owner, oldest first.
-func (g *together[T]) take(owner string, n int) []*member[T] {
+func (g *ownerBatcher[T]) take(owner string, n int) []*member[T] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.owners[owner]
@@ -106,7 +110,7 @@ func (g *together[T]) take(owner string, n int) []*member[T] {
 // handOver gives the lane a batch of owner just left to the oldest queued
 // member, which runs the next batch, or frees the lane when none is
 // queued, forgetting the owner when no lane is in use.
-func (g *together[T]) handOver(owner string) {
+func (g *ownerBatcher[T]) handOver(owner string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.owners[owner]
