@@ -202,7 +202,7 @@ func (s *Service) runOnArrival(a *admission, c *arrivalClaim) {
 		// The run has ended: its net may run now. It records the answer
 		// if it was kept, or counts this call as possibly made from the
 		// journal's "sent" entry. Should the net not be written here
-		// either, the leader's sweep writes it once the run's deadline
+		// either, a sweep (WriteSafetyNetsOnce) writes it once the run's deadline
 		// has passed.
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		nerr := pgx.BeginFunc(nctx, s.pool, func(tx pgx.Tx) error { return s.reschedule(nctx, tx, r, s.backoff(1)) })

@@ -59,7 +59,7 @@ type attemptState struct {
 // attemptStateSQL reads a task with its journal in one query; $1 is the
 // task id. The task comes without its stored request (an empty one in its
 // place): every reader works on the unsealed request instead, and decoding
-// the stored one's JSON was 7.5 % of the server's CPU at 300 tasks/s.
+// the stored one's JSON would take 7.5 % of the server's CPU at 300 tasks/s.
 var attemptStateSQL = `
 	SELECT ` + strings.Replace(taskColumns, " request,", " '{}'::jsonb AS request,", 1) + `, GREATEST(tasks.deadline_at - now(), interval '0'),
 	       j.sent, j.last, j.recorded, j.counted, j.ambiguous

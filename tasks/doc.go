@@ -44,8 +44,8 @@
 // recording) leaves an entry in the job's errors; a recorded attempt that
 // retries names its run. An entry no attempt names is a run that may have
 // called: it is journalled as an ambiguous attempt before anything else
-// happens. Inline (streamed) runs have no River run to read, so they commit
-// a "sent" entry before their call, as every run once did.
+// happens. Inline runs (a run on arrival, a stream) have no River run to
+// read, so they commit a "sent" entry before their call.
 //
 // A recording that fails after the provider answered (a constraint, an
 // overflow, a lost connection) does not lose the answer: the run keeps it,

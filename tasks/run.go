@@ -29,7 +29,7 @@ import (
 // the task ends. A run on arrival's is written only when needed: by its
 // run, for a later attempt or a wait (Service.reschedule), or, once the
 // run has outlived its deadline (its process died or stalled), by the
-// leader's sweep (Service.WriteSafetyNetsOnce): most tasks end without one.
+// sweep of any worker instance (Service.WriteSafetyNetsOnce): most tasks end without one.
 //
 // A stream makes one attempt and ends the task either way (its client is
 // waiting). An arrival run's failure that calls for another attempt, or a
@@ -87,7 +87,7 @@ func (r *run) queueDone(b *pgx.Batch) {
 // reschedule makes an inline run's safety net the task's next run, due
 // after wait: River runs it then, as it would a retried or snoozed job
 // (rescheduleJob). A run on arrival that has no net yet writes it here, in tx, unless the
-// leader's sweep wrote one meanwhile (the task's row, locked here, says).
+// sweep wrote one meanwhile (the task's row, locked here, says).
 func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.Duration) error {
 	if r.jobID == 0 && r.netQueue != "" {
 		var job *int64

@@ -28,7 +28,7 @@ const safetyNetBatch = 100
 // process died or stalled mid-call. Such a task is running, holds its
 // reservation and has no job. Its net is a River job available at once,
 // which finds the journal entry "sent" and counts the call as possibly
-// made, as a net written at the admission did. The task's row is locked
+// made. The task's row is locked
 // (SKIP LOCKED: a run finishing it right now goes first, and the task is
 // then no longer running), so a net is written once, whichever instances
 // sweep. It returns how many it wrote.
