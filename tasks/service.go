@@ -357,7 +357,7 @@ type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
 	jobID    int64
-	watch    *watch // Submission.Await's subscription, for AwaitCreated
+	watch    *watch // Submission.Await's subscription, for Wait
 }
 
 // Submission is one POST of a task.
@@ -371,8 +371,8 @@ type Submission struct {
 	// Inline: the caller runs the task itself (RunInline) to stream it; the
 	// River job is scheduled after the call's deadline, as a safety net.
 	Inline bool
-	// Await: the caller waits for the task's end with AwaitCreated (or
-	// AwaitCreatedAnswerable) as soon as Create returns, as synchronous
+	// Await: the caller waits for the task's end with Wait
+	// (WaitParams.Created) as soon as Create returns, as synchronous
 	// calls do. Create then listens for the task before admitting it.
 	Await bool
 	// For route calls: the route and its prompt version (recorded for
@@ -490,8 +490,8 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		// Listening from before the admission commits, the caller cannot
 		// miss the end of a first attempt that starts at once; it is
 		// handed over with the task, or stopped if there is none.
-		// Woken for a blocked task too: AwaitCreatedAnswerable returns
-		// then, and AwaitCreated reads it and waits on.
+		// Woken for a blocked task too: a Wait with ReturnIfBlocked
+		// returns then, any other reads it and waits on.
 		ch, stop := s.waiter.subscribe(id, true)
 		w = &watch{ch: ch, stop: stop}
 		defer func() {
