@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
+	"github.com/tollgate/tollgate/seal"
 )
 
 // Config is what the task service needs. Zero durations and counts take the
@@ -88,7 +89,7 @@ type Config struct {
 	// commits; nil only logs nothing.
 	Alerter *budget.Alerter
 	// Sealer encrypts raw requests and outputs at rest (required).
-	Sealer *Sealer
+	Sealer *seal.Sealer
 	// Redactor redacts what is stored in clear; nil uses the built-in rules.
 	Redactor *redact.Redactor
 	Now      func() time.Time // latency measurement; default time.Now
@@ -261,7 +262,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		shed: newShedder(cfg.Catalog, cfg)}
 	s.admissions.lanes = admissionLanes
 	queues := map[string]river.QueueConfig{}
-	s.digestKey = cfg.Sealer.digestKey()
+	s.digestKey = cfg.Sealer.DigestKey()
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
 		return nil, fmt.Errorf("tasks: register worker: %w", err)
@@ -674,7 +675,7 @@ func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, er
 // rawRequest opens the sealed raw request: what the provider must see.
 func (s *Service) rawRequest(t Task) (Request, error) {
 	if len(t.payload) == 0 {
-		return Request{}, ErrSealed
+		return Request{}, seal.ErrCannotOpen
 	}
 	plain, err := s.cfg.Sealer.Open(t.payload, []byte(t.ID))
 	if err != nil {
