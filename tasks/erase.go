@@ -19,6 +19,9 @@ import (
 // or on request); Tombstone says when and by whom.
 var ErrErased = errors.New("tasks: bodies erased")
 
+// ErrNotFinished is returned for an operation that needs a finished task.
+var ErrNotFinished = errors.New("tasks: task not finished")
+
 // Tombstone records an erasure.
 type Tombstone struct {
 	ErasedAt time.Time `json:"erased_at"`
@@ -76,9 +79,6 @@ func (s *Service) Erase(ctx context.Context, owner, id, by string) (Tombstone, e
 	}
 	return ts, err
 }
-
-// ErrNotFinished is returned for an operation that needs a finished task.
-var ErrNotFinished = errors.New("tasks: task not finished")
 
 // TombstoneOf returns the task's tombstone, or nil when its bodies are
 // intact.
