@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/seal"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -59,7 +60,7 @@ func TestClockJumpAcrossPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := base64.StdEncoding.DecodeString(dataKey)
-	sealer, err := tasks.NewSealer(key)
+	sealer, err := seal.New(key)
 	if err != nil {
 		t.Fatal(err)
 	}

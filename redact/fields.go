@@ -24,7 +24,7 @@ const (
 	// media type, size and SHA-256, or its URL without the query string
 	// (URLWithoutSecrets) redacted under the record's policy.
 	Describe Treatment = "describe"
-	// Seal stores the value only encrypted (tasks' Sealer), for the worker
+	// Seal stores the value only encrypted (package seal), for the worker
 	// or the owner; nothing of it in clear.
 	Seal Treatment = "seal"
 )

@@ -154,7 +154,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	}
 	// The call guard: the whole call, retries included, raced against the
 	// route's deadline (each attempt also has it as its own limit).
-	t, err := s.tasks.AwaitCreatedAnswerable(ctx, created, time.Duration(attempts)*r.Deadline+time.Second)
+	t, err := s.tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: time.Duration(attempts)*r.Deadline + time.Second, ReturnIfBlocked: true})
 	if err != nil {
 		return Answer{}, err
 	}

@@ -139,11 +139,11 @@ func TestSynchronousCallsGetTheirTaskFromItsRecorder(t *testing.T) {
 	}
 }
 
-// TestAwaitCreatedAfterTheTaskFinished: a task that finishes before its
+// TestWaitOnCreatedAfterTheTaskFinished: a task that finishes before its
 // creator begins to wait is not missed: Create listened from before the
-// admission, so the finish is waiting for AwaitCreated, which returns it
-// without reading it.
-func TestAwaitCreatedAfterTheTaskFinished(t *testing.T) {
+// admission, so the finish is waiting for Wait (WaitParams.Created), which
+// returns it without reading it.
+func TestWaitOnCreatedAfterTheTaskFinished(t *testing.T) {
 	t.Parallel()
 	e, counts := newCountingEnv(t, envOptions{}, taskReadSQL)
 	owner := "early"
@@ -162,15 +162,15 @@ func TestAwaitCreatedAfterTheTaskFinished(t *testing.T) {
 	before := counts.N(taskReadSQL)
 	// An hour: a finish missed would hold the wait until the recheck reads
 	// the task, which the count below would show.
-	got, err := e.tasks.AwaitCreated(t.Context(), created, time.Hour)
+	got, err := e.tasks.Wait(t.Context(), tasks.WaitParams{Created: &created, For: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != tasks.StatusSucceeded || got.Result == nil || got.Result.Output == "" {
-		t.Errorf("AwaitCreated = status %s result %+v, want the succeeded task with its output", got.Status, got.Result)
+		t.Errorf("Wait = status %s result %+v, want the succeeded task with its output", got.Status, got.Result)
 	}
 	if n := counts.N(taskReadSQL) - before; n != 0 {
-		t.Errorf("AwaitCreated read the task %d times, want 0", n)
+		t.Errorf("Wait read the task %d times, want 0", n)
 	}
 }
 

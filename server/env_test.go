@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
+	"github.com/tollgate/tollgate/seal"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -477,9 +478,9 @@ func fakeDelay(ms int) fake.Scripted {
 		`"usage":{"prompt_tokens":6,"completion_tokens":3,"total_tokens":9}}`}
 }
 
-func testSealer(t testing.TB) *tasks.Sealer {
+func testSealer(t testing.TB) *seal.Sealer {
 	t.Helper()
-	s, err := tasks.NewSealer(bytes.Repeat([]byte{7}, 32))
+	s, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

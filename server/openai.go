@@ -48,7 +48,7 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		if in.Stream && !created.Replayed {
 			return streamCompletion(c, d, created, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
 		}
-		t, err := d.Tasks.AwaitCreatedAnswerable(ctx, created, d.SyncWait)
+		t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
 		if err != nil {
 			return err
 		}

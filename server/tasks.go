@@ -59,7 +59,7 @@ func createTask(d *Deps) echo.HandlerFunc {
 		}
 		t := created.Task
 		if wait > 0 {
-			if t, err = d.Tasks.AwaitCreated(ctx, created, wait); err != nil {
+			if t, err = d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: wait}); err != nil {
 				return err
 			}
 		}
@@ -110,7 +110,7 @@ func getTask(d *Deps) echo.HandlerFunc {
 		ctx, owner := c.Request().Context(), principalOf(c).OwnerID
 		var t tasks.Task
 		if wait > 0 {
-			t, err = d.Tasks.Wait(ctx, owner, c.Param("id"), wait)
+			t, err = d.Tasks.Wait(ctx, tasks.WaitParams{Owner: owner, ID: c.Param("id"), For: wait})
 		} else {
 			t, err = d.Tasks.Get(ctx, owner, c.Param("id"))
 		}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/seal"
 )
 
 // How a provider's answer becomes a task's result. The result row holds no
@@ -84,7 +85,7 @@ func (r *Result) answerChoices() []Choice {
 
 // seal seals the result's texts for task id: the output always, the rest
 // of the answer when there is any.
-func (r *Result) seal(s *Sealer, id string) {
+func (r *Result) seal(s *seal.Sealer, id string) {
 	r.sealedOutput = s.Seal([]byte(r.Output), []byte(id))
 	r.sealedAnswer = nil
 	if choices := r.answerChoices(); richAnswer(choices) {

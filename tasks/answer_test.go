@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/seal"
 )
 
 func toolCallResponse() *provider.Response {
@@ -49,7 +50,7 @@ func TestKeptBodyRoundTripWholeAnswer(t *testing.T) {
 // were several, and stores none of their text.
 func TestResultOf(t *testing.T) {
 	t.Parallel()
-	sealer, err := NewSealer(make([]byte, 32))
+	sealer, err := seal.New(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

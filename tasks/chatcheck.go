@@ -104,22 +104,14 @@ func checkChat(ch provider.Chat) []FieldError {
 	return c.fe
 }
 
+// messages checks each message in turn; a tool message must answer a
+// tool call of an earlier assistant message.
 func (c *chatCheck) messages(msgs []provider.Message) {
 	calls := map[string]bool{} // tool call ids of the assistant messages so far
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		default:
-			c.add(at+".role", "must be system, developer, user, assistant or tool")
-		}
-		switch {
-		case m.Role == "assistant" && m.Content.IsZero() && (len(m.ToolCalls) > 0 || m.Refusal != ""):
-		case m.Content.IsZero():
-			c.add(at+".content", "must not be empty")
-		case m.Content.Parts != nil && len(m.Content.Parts) == 0:
-			c.add(at+".content", "must hold at least one part")
-		}
+		c.role(at, m)
+		c.content(at, m)
 		c.parts(at+".content", m.Role, m.Content.Parts)
 		if len(m.ToolCalls) > 0 && m.Role != "assistant" {
 			c.add(at+".tool_calls", "only an assistant message carries tool calls")
@@ -127,30 +119,62 @@ func (c *chatCheck) messages(msgs []provider.Message) {
 		if m.Refusal != "" && m.Role != "assistant" {
 			c.add(at+".refusal", "only an assistant message carries a refusal")
 		}
-		for j, tc := range m.ToolCalls {
-			tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
-			switch {
-			case tc.ID == "":
-				c.add(tat+".id", "must not be empty")
-			case calls[tc.ID]:
-				c.add(tat+".id", "repeats the id of an earlier tool call")
-			}
-			calls[tc.ID] = true
-			if tc.Type != "function" {
-				c.add(tat+".type", `must be "function"`)
-			}
-			if tc.Function.Name == "" {
-				c.add(tat+".function.name", "must not be empty")
-			}
-		}
+		c.toolCalls(at, m.ToolCalls, calls)
+		c.toolCallID(at, m, calls)
+	}
+}
+
+func (c *chatCheck) role(at string, m provider.Message) {
+	switch m.Role {
+	case "system", "developer", "user", "assistant", "tool":
+	default:
+		c.add(at+".role", "must be system, developer, user, assistant or tool")
+	}
+}
+
+// content checks that a message says something: an assistant message may
+// instead carry tool calls or a refusal alone.
+func (c *chatCheck) content(at string, m provider.Message) {
+	switch {
+	case m.Role == "assistant" && m.Content.IsZero() && (len(m.ToolCalls) > 0 || m.Refusal != ""):
+	case m.Content.IsZero():
+		c.add(at+".content", "must not be empty")
+	case m.Content.Parts != nil && len(m.Content.Parts) == 0:
+		c.add(at+".content", "must hold at least one part")
+	}
+}
+
+// toolCalls checks the tool calls of the message at at, adding their ids
+// to seen.
+func (c *chatCheck) toolCalls(at string, tcs []provider.ToolCall, seen map[string]bool) {
+	for j, tc := range tcs {
+		tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
 		switch {
-		case m.Role != "tool" && m.ToolCallID != "":
-			c.add(at+".tool_call_id", "only a tool message answers a tool call")
-		case m.Role == "tool" && m.ToolCallID == "":
-			c.add(at+".tool_call_id", "must name the tool call this message answers")
-		case m.Role == "tool" && !calls[m.ToolCallID]:
-			c.add(at+".tool_call_id", "names no tool call of an earlier assistant message")
+		case tc.ID == "":
+			c.add(tat+".id", "must not be empty")
+		case seen[tc.ID]:
+			c.add(tat+".id", "repeats the id of an earlier tool call")
 		}
+		seen[tc.ID] = true
+		if tc.Type != "function" {
+			c.add(tat+".type", `must be "function"`)
+		}
+		if tc.Function.Name == "" {
+			c.add(tat+".function.name", "must not be empty")
+		}
+	}
+}
+
+// toolCallID checks that a tool message, and only a tool message, answers
+// a tool call seen before it.
+func (c *chatCheck) toolCallID(at string, m provider.Message, seen map[string]bool) {
+	switch {
+	case m.Role != "tool" && m.ToolCallID != "":
+		c.add(at+".tool_call_id", "only a tool message answers a tool call")
+	case m.Role == "tool" && m.ToolCallID == "":
+		c.add(at+".tool_call_id", "must name the tool call this message answers")
+	case m.Role == "tool" && !seen[m.ToolCallID]:
+		c.add(at+".tool_call_id", "names no tool call of an earlier assistant message")
 	}
 }
 
@@ -284,41 +308,16 @@ func (c *chatCheck) responseFormat(rf *provider.ResponseFormat) {
 	}
 }
 
+// params checks the sampling parameters, in the order of the request's
+// JSON.
 func (c *chatCheck) params(p provider.Params) {
-	between := func(field string, v *float64, lo, hi float64) {
-		if v != nil && (*v < lo || *v > hi) {
-			c.add(field, "must be between %s and %s", strconv.FormatFloat(lo, 'g', -1, 64), strconv.FormatFloat(hi, 'g', -1, 64))
-		}
-	}
-	between("temperature", p.Temperature, 0, 2)
-	between("top_p", p.TopP, 0, 1)
-	between("presence_penalty", p.PresencePenalty, -2, 2)
-	between("frequency_penalty", p.FrequencyPenalty, -2, 2)
-	if len(p.Stop) > MaxStop {
-		c.add("stop", "must hold at most %d sequences", MaxStop)
-	}
-	for i, s := range p.Stop {
-		if s == "" {
-			c.add(fmt.Sprintf("stop[%d]", i), "must not be empty")
-		}
-	}
-	for _, tok := range slices.Sorted(maps.Keys(p.LogitBias)) {
-		at := "logit_bias[" + strconv.Quote(tok) + "]"
-		if id, err := strconv.ParseUint(tok, 10, 32); err != nil || strconv.FormatUint(id, 10) != tok {
-			c.add(at, "must be keyed by token ids (whole numbers)")
-		}
-		if v := p.LogitBias[tok]; v < -100 || v > 100 {
-			c.add(at, "must be between -100 and 100")
-		}
-	}
-	if p.TopLogprobs != nil {
-		switch {
-		case *p.TopLogprobs < 0 || *p.TopLogprobs > MaxTopLogprobs:
-			c.add("top_logprobs", "must be between 0 and %d", MaxTopLogprobs)
-		case p.Logprobs == nil || !*p.Logprobs:
-			c.add("top_logprobs", "requires logprobs: true")
-		}
-	}
+	c.between("temperature", p.Temperature, 0, 2)
+	c.between("top_p", p.TopP, 0, 1)
+	c.between("presence_penalty", p.PresencePenalty, -2, 2)
+	c.between("frequency_penalty", p.FrequencyPenalty, -2, 2)
+	c.stop(p.Stop)
+	c.logitBias(p.LogitBias)
+	c.topLogprobs(p)
 	if p.N < 0 || p.N > MaxChoices {
 		c.add("n", "must be between 1 and %d", MaxChoices)
 	}
@@ -327,6 +326,49 @@ func (c *chatCheck) params(p provider.Params) {
 	}
 	if p.Verbosity != "" && !verbosities[p.Verbosity] {
 		c.add("verbosity", "must be low, medium or high")
+	}
+}
+
+// between checks that v, when given, lies within [lo, hi].
+func (c *chatCheck) between(field string, v *float64, lo, hi float64) {
+	if v != nil && (*v < lo || *v > hi) {
+		c.add(field, "must be between %s and %s", strconv.FormatFloat(lo, 'g', -1, 64), strconv.FormatFloat(hi, 'g', -1, 64))
+	}
+}
+
+func (c *chatCheck) stop(stop provider.Stop) {
+	if len(stop) > MaxStop {
+		c.add("stop", "must hold at most %d sequences", MaxStop)
+	}
+	for i, s := range stop {
+		if s == "" {
+			c.add(fmt.Sprintf("stop[%d]", i), "must not be empty")
+		}
+	}
+}
+
+// logitBias checks the biases in the order of their token ids as text.
+func (c *chatCheck) logitBias(bias map[string]int) {
+	for _, tok := range slices.Sorted(maps.Keys(bias)) {
+		at := "logit_bias[" + strconv.Quote(tok) + "]"
+		if id, err := strconv.ParseUint(tok, 10, 32); err != nil || strconv.FormatUint(id, 10) != tok {
+			c.add(at, "must be keyed by token ids (whole numbers)")
+		}
+		if v := bias[tok]; v < -100 || v > 100 {
+			c.add(at, "must be between -100 and 100")
+		}
+	}
+}
+
+func (c *chatCheck) topLogprobs(p provider.Params) {
+	if p.TopLogprobs == nil {
+		return
+	}
+	switch {
+	case *p.TopLogprobs < 0 || *p.TopLogprobs > MaxTopLogprobs:
+		c.add("top_logprobs", "must be between 0 and %d", MaxTopLogprobs)
+	case p.Logprobs == nil || !*p.Logprobs:
+		c.add("top_logprobs", "requires logprobs: true")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
+	"github.com/tollgate/tollgate/seal"
 )
 
 // Config is what the task service needs. Zero durations and counts take the
@@ -74,7 +75,7 @@ type Config struct {
 	// commits; nil only logs nothing.
 	Alerter *budget.Alerter
 	// Sealer encrypts raw requests and outputs at rest (required).
-	Sealer *Sealer
+	Sealer *seal.Sealer
 	// Redactor redacts what is stored in clear; nil uses the built-in rules.
 	Redactor *redact.Redactor
 	Now      func() time.Time // latency measurement; default time.Now

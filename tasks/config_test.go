@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tollgate/tollgate/catalog"
+	"github.com/tollgate/tollgate/seal"
 )
 
 // Zero settings take their defaults; a negative one keeps its meaning
@@ -15,7 +16,7 @@ import (
 // takes the default where it has none.
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
-	sealer, err := NewSealer(make([]byte, 32))
+	sealer, err := seal.New(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestConfigDefaults(t *testing.T) {
 // could retry a job still within its timeout.
 func TestConfigRequires(t *testing.T) {
 	t.Parallel()
-	sealer, err := NewSealer(make([]byte, 32))
+	sealer, err := seal.New(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

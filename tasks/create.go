@@ -22,7 +22,7 @@ type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
 	jobID    int64
-	watch    *watch // Submission.Await's subscription, for AwaitCreated
+	watch    *watch // Submission.Await's subscription, for Wait
 }
 
 // Submission is one POST of a task.
@@ -36,8 +36,8 @@ type Submission struct {
 	// Inline: the caller runs the task itself (RunInline) to stream it; the
 	// River job is scheduled after the call's deadline, as a safety net.
 	Inline bool
-	// Await: the caller waits for the task's end with AwaitCreated (or
-	// AwaitCreatedAnswerable) as soon as Create returns, as synchronous
+	// Await: the caller waits for the task's end with Wait
+	// (WaitParams.Created) as soon as Create returns, as synchronous
 	// calls do. Create then listens for the task before admitting it.
 	Await bool
 	// For route calls: the route and its prompt version (recorded for
@@ -247,7 +247,7 @@ func (s *Service) prepare(ctx context.Context, p plan, policy string) (*admissio
 // (Submission.Await) rather than running it (Inline); nil otherwise.
 // Listening from before the admission commits, the caller cannot miss the
 // end of a first attempt that starts at once. It is woken for a blocked
-// task too: AwaitCreatedAnswerable returns then, and AwaitCreated reads it
+// task too: a Wait with ReturnIfBlocked returns then, any other reads it
 // and waits on.
 func (s *Service) awaitFor(a *admission) *watch {
 	if !a.sub.Await || a.sub.Inline {

@@ -52,7 +52,7 @@
 // sealed, by a write of its own, and the task's next run records it
 // instead of calling again (kept.go).
 //
-// A request that waits for a task (Wait, AwaitCreated) is woken by the
+// A request that waits for a task (Wait) is woken by the
 // announcement of its end: at once by the process that finished it, by
 // LISTEN/NOTIFY from any other instance. A synchronous caller subscribes
 // before its task is admitted (Submission.Await), so its wait begins

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/seal"
 )
 
 // Get returns the owner's task as a client is answered (its Request holds
@@ -58,7 +60,7 @@ func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, er
 // rawRequest opens the sealed raw request: what the provider must see.
 func (s *Service) rawRequest(t Task) (Request, error) {
 	if len(t.payload) == 0 {
-		return Request{}, ErrSealed
+		return Request{}, seal.ErrCannotOpen
 	}
 	plain, err := s.cfg.Sealer.Open(t.payload, []byte(t.ID))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/seal"
 )
 
 const applyCatalog = `
@@ -45,7 +46,7 @@ func newApplyService(t *testing.T) (*Service, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealer, err := NewSealer(bytes.Repeat([]byte{7}, 32))
+	sealer, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

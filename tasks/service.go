@@ -72,7 +72,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
 		shed: newShedder(cfg.Catalog, cfg)}
 	queues := map[string]river.QueueConfig{}
-	s.digestKey = cfg.Sealer.digestKey()
+	s.digestKey = cfg.Sealer.DigestKey()
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
 		return nil, fmt.Errorf("tasks: register worker: %w", err)

@@ -108,7 +108,8 @@ func (w *waiter) flush(ctx context.Context, first string) bool {
 // finished (the finished task itself, when the process that finished it
 // read it back; nil when the waiter must read it), and a function to stop
 // listening. blocked asks to be woken too when the sweep finds the task
-// blocked (WaitAnswerable returns then; Wait would only read it again).
+// blocked (a Wait with ReturnIfBlocked returns then; any other would only
+// read it again).
 func (w *waiter) subscribe(id string, blocked bool) (<-chan *Task, func()) {
 	ch := make(chan *Task, 1)
 	w.mu.Lock()
@@ -292,51 +293,46 @@ func (w *waiter) stop() {
 	}
 }
 
-// Wait returns the owner's task once it is finished or when d has passed,
-// whichever comes first; the task as it then is either way.
-func (s *Service) Wait(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
-	ch, unsubscribe := s.waiter.subscribe(id, false)
-	defer unsubscribe()
-	return s.wait(ctx, owner, id, ch, nil, d, false)
+// WaitParams says which task Wait waits for, for how long, and for what.
+type WaitParams struct {
+	// Owner and ID name the task; Owner "" waits for any owner's task.
+	Owner, ID string
+	// Created, when set, names the task instead: what Create returned to a
+	// Submission with Await. Create began listening for the task before
+	// admitting it, so no finish can come between the admission and this
+	// wait, and the wait starts from the task as admitted instead of
+	// reading it; a task finished by this process arrives with its
+	// announcement, and the whole wait is then no read at all. Every such
+	// Created must be waited for once (a replayed task carries no
+	// subscription and is waited for as any other).
+	Created *Created
+	// For bounds the wait.
+	For time.Duration
+	// ReturnIfBlocked returns as soon as the task is blocked: queued behind
+	// a paused provider key or an open breaker, its Error saying why. A
+	// caller holding a connection open cannot wait that out.
+	ReturnIfBlocked bool
 }
 
-// WaitAnswerable is Wait for synchronous callers: it also returns as soon
-// as the task is queued behind a paused key or an open breaker (its Error
-// says why), since a caller holding a connection cannot wait that out.
-func (s *Service) WaitAnswerable(ctx context.Context, owner, id string, d time.Duration) (Task, error) {
-	ch, unsubscribe := s.waiter.subscribe(id, true)
-	defer unsubscribe()
-	return s.wait(ctx, owner, id, ch, nil, d, true)
-}
-
-// AwaitCreated is Wait for a task Create returned to a Submission with
-// Await set: Create began listening for the task before admitting it, so
-// no finish can come between the admission and this wait, and the wait
-// starts from the task as admitted instead of reading it. A task finished
-// by this process arrives with its announcement: the whole wait is then no
-// read at all. It must be called once for every such Created (a replay
-// carries no subscription and is waited for as Wait does).
-func (s *Service) AwaitCreated(ctx context.Context, c Created, d time.Duration) (Task, error) {
-	return s.awaitCreated(ctx, c, d, false)
-}
-
-// AwaitCreatedAnswerable is AwaitCreated as WaitAnswerable waits.
-func (s *Service) AwaitCreatedAnswerable(ctx context.Context, c Created, d time.Duration) (Task, error) {
-	return s.awaitCreated(ctx, c, d, true)
-}
-
-func (s *Service) awaitCreated(ctx context.Context, c Created, d time.Duration, blocked bool) (Task, error) {
-	if c.watch == nil {
+// Wait returns the task once it is finished (or blocked, with
+// ReturnIfBlocked) or when p.For has passed, whichever comes first: the
+// task as it then is either way. It returns ErrNotFound for a task that is
+// not the owner's.
+func (s *Service) Wait(ctx context.Context, p WaitParams) (Task, error) {
+	if c := p.Created; c != nil {
+		p.Owner, p.ID = c.Task.OwnerID, c.Task.ID
+		if c.watch != nil {
+			defer c.watch.stop()
+			admitted := c.Task
+			return s.wait(ctx, p, c.watch.ch, &admitted)
+		}
 		if c.Task.Status.Final() {
 			return c.Task, nil
 		}
-		ch, unsubscribe := s.waiter.subscribe(c.Task.ID, blocked)
-		defer unsubscribe()
-		return s.wait(ctx, c.Task.OwnerID, c.Task.ID, ch, nil, d, blocked)
 	}
-	defer c.watch.stop()
-	admitted := c.Task
-	return s.wait(ctx, c.Task.OwnerID, c.Task.ID, c.watch.ch, &admitted, d, blocked)
+	ch, unsubscribe := s.waiter.subscribe(p.ID, p.ReturnIfBlocked)
+	defer unsubscribe()
+	return s.wait(ctx, p, ch, nil)
 }
 
 // watch is a subscription Create takes for a caller that waits
@@ -346,10 +342,10 @@ type watch struct {
 	stop func()
 }
 
-// wait waits on ch for the owner's task; known, when set, is the task as
+// wait waits on ch for the task p names; known, when set, is the task as
 // it was when ch began listening, so the first read is skipped.
-func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, known *Task, d time.Duration, blocked bool) (Task, error) {
-	deadline := time.NewTimer(d)
+func (s *Service) wait(ctx context.Context, p WaitParams, ch <-chan *Task, known *Task) (Task, error) {
+	deadline := time.NewTimer(p.For)
 	defer deadline.Stop()
 	// A lost announcement is found by the process's sweep; a process that
 	// does not sweep (its service never started) rechecks per waiter.
@@ -365,20 +361,20 @@ func (s *Service) wait(ctx context.Context, owner, id string, ch <-chan *Task, k
 			t, known = *known, nil
 		} else {
 			var err error
-			if t, err = s.read(ctx, answerColumns, owner, id); err != nil {
+			if t, err = s.read(ctx, answerColumns, p.Owner, p.ID); err != nil {
 				return t, err
 			}
 		}
-		if t.Status.Final() || (blocked && t.Error != nil) {
+		if t.Status.Final() || (p.ReturnIfBlocked && t.Error != nil) {
 			return t, nil
 		}
 		select {
 		case <-ctx.Done():
 			return t, nil
 		case <-deadline.C:
-			return s.read(ctx, answerColumns, owner, id)
+			return s.read(ctx, answerColumns, p.Owner, p.ID)
 		case got := <-ch:
-			if got != nil && got.Status.Final() && (owner == "" || got.OwnerID == owner) {
+			if got != nil && got.Status.Final() && (p.Owner == "" || got.OwnerID == p.Owner) {
 				return got.copy(), nil
 			}
 		case <-recheck:

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/migrations"
+	"github.com/tollgate/tollgate/seal"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -242,11 +243,11 @@ func tasksCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pool.Close()
-	key, _, err := tasks.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
+	key, _, err := seal.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
 	if err != nil {
 		return err
 	}
-	sealer, err := tasks.NewSealer(key)
+	sealer, err := seal.New(key)
 	if err != nil {
 		return err
 	}

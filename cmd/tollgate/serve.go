@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
+	"github.com/tollgate/tollgate/seal"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 	"github.com/tollgate/tollgate/tracing"
@@ -104,14 +105,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
-	key, keyFromDB, err := tasks.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
+	key, keyFromDB, err := seal.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
 	if err != nil {
 		return err
 	}
 	if keyFromDB {
 		log.Warn("TOLLGATE_DATA_KEY is not set: prompts and outputs are sealed with a key kept in the database; set it (openssl rand -base64 32) so that database dumps do not carry the key")
 	}
-	sealer, err := tasks.NewSealer(key)
+	sealer, err := seal.New(key)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/redact"
+	"github.com/tollgate/tollgate/seal"
 )
 
 // storedKeyPattern is the shape of every idempotency key stored as its
@@ -37,12 +38,12 @@ type DigestedKeys struct {
 // Tollgate serves, and again: a rewritten task no longer matches. progress,
 // when not nil, is called after each batch. It returns what it did before
 // any error.
-func DigestPlainKeys(ctx context.Context, pool *pgxpool.Pool, sealer *Sealer, batch int, progress func(DigestedKeys)) (DigestedKeys, error) {
+func DigestPlainKeys(ctx context.Context, pool *pgxpool.Pool, sealer *seal.Sealer, batch int, progress func(DigestedKeys)) (DigestedKeys, error) {
 	var done DigestedKeys
 	if batch < 1 {
 		return done, fmt.Errorf("tasks: digest keys: batch must be at least 1, got %d", batch)
 	}
-	fields := redact.NewStored(nil, sealer.digestKey())
+	fields := redact.NewStored(nil, sealer.DigestKey())
 	after := "00000000-0000-0000-0000-000000000000"
 	for {
 		var n int
@@ -67,7 +68,7 @@ func DigestPlainKeys(ctx context.Context, pool *pgxpool.Pool, sealer *Sealer, ba
 			after = list[n-1].ID
 			ids, keys, hashes := make([]string, n), make([]string, n), make([][]byte, n)
 			for i, r := range list {
-				ids[i], keys[i], hashes[i] = r.ID, fields.Apply(redact.FieldIdempotencyKey, r.Key), keyHash(sealer.digestKey(), r.Hash)
+				ids[i], keys[i], hashes[i] = r.ID, fields.Apply(redact.FieldIdempotencyKey, r.Key), keyHash(sealer.DigestKey(), r.Hash)
 			}
 			// A key whose digest the owner holds already stays: the unique
 			// (owner, key) constraint would refuse the whole batch.

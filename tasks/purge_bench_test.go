@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/provider/fake"
+	"github.com/tollgate/tollgate/seal"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkPurgeBodies(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sealer, _ := tasks.NewSealer(bytes.Repeat([]byte{1}, 32))
+	sealer, _ := seal.New(bytes.Repeat([]byte{1}, 32))
 	svc, err := tasks.New(pool, tasks.Config{Catalog: cat, Clients: clients, Sealer: sealer})
 	if err != nil {
 		b.Fatal(err)
