@@ -105,7 +105,7 @@ func (a *admission) queueInsert(b *pgx.Batch, jobID int64, strict bool) {
 }
 
 // admitted fills in a.task from what the admission wrote, as a read of
-// the row (answerColumns) would give it: the statement returns only what
+// the row (clientViewColumns) would give it: the statement returns only what
 // PostgreSQL decided (the timestamps) and the stored metadata, decoded as
 // a read decodes it, since that is what later reads will answer with. The
 // rest, this process holds already: reading the whole row back would cost

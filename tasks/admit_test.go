@@ -16,7 +16,7 @@ import (
 
 // TestAdmittedTaskIsTheRowAsRead: the task an admission builds from what
 // it holds (admitted) equals the row read back as a client's answer
-// would read it (answerColumns), the fields runs use but clients never
+// would read it (clientViewColumns), the fields runs use but clients never
 // see included: a queued task with a job and every per-task setting, and
 // a run on arrival with none.
 func TestAdmittedTaskIsTheRowAsRead(t *testing.T) {
@@ -61,7 +61,7 @@ func TestAdmittedTaskIsTheRowAsRead(t *testing.T) {
 			if a.taken {
 				t.Fatal("the key was taken")
 			}
-			rows, err := tx.Query(ctx, `SELECT `+answerColumns+` FROM tasks WHERE id = $1`, a.id)
+			rows, err := tx.Query(ctx, `SELECT `+clientViewColumns+` FROM tasks WHERE id = $1`, a.id)
 			if err != nil {
 				t.Fatal(err)
 			}

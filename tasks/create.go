@@ -355,7 +355,7 @@ func (s *Service) lookup(ctx context.Context, p lookupParams) (found, error) {
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, p.owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&f.policy)
 	})
-	b.Queue(`SELECT `+answerColumns+`, request_hash = ANY($3) FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
+	b.Queue(`SELECT `+clientViewColumns+`, request_hash = ANY($3) FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
 		ORDER BY created_at LIMIT 1`,
 		p.owner, p.keys, p.hashes).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &f.sameRequest) })

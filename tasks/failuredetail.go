@@ -32,7 +32,7 @@ type FailureDetail struct {
 // attempts, and the wait left (on its provider key: the last attempt's,
 // else its model's). It returns ErrNotFound for another owner's task.
 func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureDetail, error) {
-	t, err := s.read(ctx, answerColumns, owner, id)
+	t, err := s.read(ctx, clientViewColumns, owner, id)
 	if err != nil {
 		return FailureDetail{}, err
 	}

@@ -83,7 +83,7 @@ func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure
 		b.Queue(finishSQL, id, string(status), stored, f, sealed, answer)
 		return
 	}
-	b.Queue(finishSQL+` RETURNING `+answerColumns, id, string(status), stored, f, sealed, answer).Query(func(rows pgx.Rows) (err error) {
+	b.Queue(finishSQL+` RETURNING `+clientViewColumns, id, string(status), stored, f, sealed, answer).Query(func(rows pgx.Rows) (err error) {
 		*into, err = pgx.CollectExactlyOneRow(rows, scanTask)
 		return err
 	})

@@ -20,13 +20,13 @@ import (
 // only the metadata; Record has the whole stored request), or ErrNotFound,
 // also for another owner's task: its existence is not disclosed.
 func (s *Service) Get(ctx context.Context, owner, id string) (Task, error) {
-	return s.read(ctx, answerColumns, owner, id)
+	return s.read(ctx, clientViewColumns, owner, id)
 }
 
 // GetAny is Get for any owner's task, for roles that may read across
 // owners.
 func (s *Service) GetAny(ctx context.Context, id string) (Task, error) {
-	return s.read(ctx, answerColumns, "", id)
+	return s.read(ctx, clientViewColumns, "", id)
 }
 
 // Record returns the owner's task (any owner's for "") with its whole
@@ -37,7 +37,7 @@ func (s *Service) Record(ctx context.Context, owner, id string) (Task, error) {
 }
 
 // read reads the owner's task (any owner's for "") with columns
-// (taskColumns or answerColumns).
+// (taskColumns or clientViewColumns).
 func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, ErrNotFound
@@ -145,12 +145,12 @@ const taskColumns = `id::text, owner_id, ` + statusExpr + `, idempotency_key, mo
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
 	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id, answer_sealed`
 
-// answerColumns are taskColumns for a task that is only answered to a
+// clientViewColumns are taskColumns for a task that is only shown to a
 // client: its stored request reduced to the metadata, the one part of the
 // request a client's view shows (Task.Request holds only that). Polls,
 // waits, replayed POSTs and admissions would otherwise decode the whole
 // stored prompt on every answer, at a cost that grows with its size.
-var answerColumns = strings.Replace(taskColumns, " request,", " jsonb_build_object('metadata', request->'metadata') AS request,", 1)
+var clientViewColumns = strings.Replace(taskColumns, " request,", " jsonb_build_object('metadata', request->'metadata') AS request,", 1)
 
 func scanTask(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r) }
 

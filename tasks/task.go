@@ -266,7 +266,7 @@ type Task struct {
 	Result          *Result        `json:"result"`
 	Error           *Failure       `json:"error"`
 	Metadata        map[string]any `json:"metadata"`
-	Request         Request        `json:"-"` // as stored: redacted under the owner's policy; only its metadata when read to answer a client (answerColumns)
+	Request         Request        `json:"-"` // as stored: redacted under the owner's policy; only its metadata when read to answer a client (clientViewColumns)
 	// BodiesErasedAt: retention or a deletion erased the task's bodies.
 	BodiesErasedAt *time.Time `json:"-"`
 

@@ -361,7 +361,7 @@ func (s *Service) wait(ctx context.Context, p WaitParams, ch <-chan *Task, known
 			t, known = *known, nil
 		} else {
 			var err error
-			if t, err = s.read(ctx, answerColumns, p.Owner, p.ID); err != nil {
+			if t, err = s.read(ctx, clientViewColumns, p.Owner, p.ID); err != nil {
 				return t, err
 			}
 		}
@@ -372,7 +372,7 @@ func (s *Service) wait(ctx context.Context, p WaitParams, ch <-chan *Task, known
 		case <-ctx.Done():
 			return t, nil
 		case <-deadline.C:
-			return s.read(ctx, answerColumns, p.Owner, p.ID)
+			return s.read(ctx, clientViewColumns, p.Owner, p.ID)
 		case got := <-ch:
 			if got != nil && got.Status.Final() && (p.Owner == "" || got.OwnerID == p.Owner) {
 				return got.copy(), nil
