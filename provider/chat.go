@@ -323,6 +323,9 @@ type Response struct {
 	SystemFingerprint string
 	Usage             *Usage // nil when the provider reported no usage
 	Status            int    // HTTP status
+	// Embeddings are an embeddings call's vectors, one per input in the
+	// inputs' order (EmbeddingResponse.Response); nil for a chat.
+	Embeddings [][]float32
 }
 
 // Text is the first choice's text; "" when there is none.

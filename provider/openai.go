@@ -22,9 +22,10 @@ import (
 // would override a field Tollgate validated, hashed and budgeted, so it
 // is never sent.
 type OpenAI struct {
-	endpoint string
-	apiKey   string
-	hc       *http.Client
+	endpoint   string
+	embeddings string // the embeddings endpoint (embed.go)
+	apiKey     string
+	hc         *http.Client
 }
 
 var (
@@ -34,6 +35,7 @@ var (
 )
 
 // NewOpenAI returns a client that POSTs to baseURL + "/chat/completions"
+// (and embeddings to baseURL + "/embeddings")
 // (baseURL such as "https://api.openai.com/v1", /v1 included as in OpenAI's
 // own SDKs) with apiKey as a bearer token. A nil hc means a plain
 // http.Client; redirects are never followed (NoRedirects); deadlines come
@@ -41,9 +43,10 @@ var (
 func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 	hc = NoRedirects(hc)
 	return &OpenAI{
-		endpoint: strings.TrimRight(baseURL, "/") + "/chat/completions",
-		apiKey:   apiKey,
-		hc:       hc,
+		endpoint:   strings.TrimRight(baseURL, "/") + "/chat/completions",
+		embeddings: strings.TrimRight(baseURL, "/") + "/embeddings",
+		apiKey:     apiKey,
+		hc:         hc,
 	}
 }
 

@@ -24,6 +24,8 @@ type call struct {
 	key      string      // Request.IdempotencyKey
 	classify func(status int, header http.Header, body []byte) *Error
 	parse    func(status int, header http.Header, body []byte) (*Response, error)
+	// limit bounds a 2xx body; 0 is maxResponseBytes.
+	limit int64
 }
 
 // do sends c once and returns the parsed success or a *Error: the classified
@@ -33,9 +35,19 @@ type call struct {
 // came back; ClassTransient "malformed_response" for a 2xx body over
 // maxResponseBytes; whatever parse returns otherwise.
 func (c call) do(ctx context.Context) (*Response, error) {
+	status, header, body, err := c.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.parse(status, header, body)
+}
+
+// fetch is do without the parse: the 2xx answer's status, headers and
+// body, or the same *Error do returns.
+func (c call) fetch(ctx context.Context) (int, http.Header, []byte, error) {
 	payload, err := json.Marshal(c.payload)
 	if err != nil {
-		return nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
+		return 0, nil, nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
 	}
 
 	// sent turns true once the whole request has been handed to the
@@ -52,7 +64,7 @@ func (c call) do(ctx context.Context) (*Response, error) {
 		http.MethodPost, c.url, bytes.NewReader(payload))
 	if err != nil {
 		// Only a malformed base URL gets here: configuration, not weather.
-		return nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
+		return 0, nil, nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
 	}
 	for k, vs := range c.header {
 		hreq.Header[k] = vs
@@ -65,17 +77,21 @@ func (c call) do(ctx context.Context) (*Response, error) {
 
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return nil, transportError(ctx.Err(), err, sent.Load(), 0)
+		return 0, nil, nil, transportError(ctx.Err(), err, sent.Load(), 0)
 	}
 	defer resp.Body.Close()
 
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	limit := int64(maxResponseBytes)
+	if c.limit > 0 {
+		limit = c.limit
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if err != nil {
 		if ok {
 			// The provider answered success and the answer was lost:
 			// the call was very likely processed and billed.
-			return nil, transportError(ctx.Err(), err, true, resp.StatusCode)
+			return 0, nil, nil, transportError(ctx.Err(), err, true, resp.StatusCode)
 		}
 		// Classify the failure on what did arrive.
 	}
@@ -83,12 +99,12 @@ func (c call) do(ctx context.Context) (*Response, error) {
 		if len(body) > maxResponseBytes {
 			body = body[:maxResponseBytes]
 		}
-		return nil, c.classify(resp.StatusCode, resp.Header, body)
+		return 0, nil, nil, c.classify(resp.StatusCode, resp.Header, body)
 	}
-	if len(body) > maxResponseBytes {
-		return nil, &Error{Class: ClassTransient, Status: resp.StatusCode, Code: CodeMalformedResponse}
+	if int64(len(body)) > limit {
+		return 0, nil, nil, &Error{Class: ClassTransient, Status: resp.StatusCode, Code: CodeMalformedResponse}
 	}
-	return c.parse(resp.StatusCode, resp.Header, body)
+	return resp.StatusCode, resp.Header, body, nil
 }
 
 // transportError classifies a failure to get a complete answer. ctxErr is the

@@ -15,6 +15,7 @@
 //
 //	POST /v1/chat/completions  OpenAI chat completions
 //	POST /v1/messages          Anthropic Messages
+//	POST /v1/embeddings        OpenAI embeddings
 //	POST /client/v4/accounts/{id}/ai/run/{model}
 //	                           Cloudflare Workers AI; the model is the rest
 //	                           of the path, slashes included
@@ -180,6 +181,27 @@
 // 5007 for a missing model. Streamed: data events {"response":"<word>"},
 // then {"response":"","tool_calls":[...]} when there are calls, then
 // {"response":"","usage":{...}} and "data: [DONE]".
+//
+// # Embeddings
+//
+// POST /v1/embeddings accepts model, input (a string or an array of 1 to
+// 2048 non-empty strings; anything else, token arrays included, is a 400
+// param input), dimensions (1-16384, else a 400 param dimensions),
+// encoding_format (float or base64, else a 400) and user. Its answer is
+// {"object":"list","data":[{"object":"embedding","index","embedding"}],
+// "model","usage":{"prompt_tokens","total_tokens"}}; each embedding is
+// Vector(input, dimensions or 8), as numbers or, with base64, the base64
+// of its little-endian float32 bytes; prompt_tokens is EmbeddingTokens
+// (the sum of ceil(bytes/4) over the inputs).
+//
+// A Workers AI body with "text" (a string or strings) and no "messages" is
+// an embedding model's input, whatever the model: the answer is
+// {"result":{"shape":[n,8],"data":[[...]],"pooling":"cls"},"success":true,
+// "errors":[],"messages":[]}, with no usage, as the vectors of
+// Vector(text, 8).
+//
+// Both take the next scripted entry like every model endpoint: Status,
+// Headers, Body, DelayMS and Hang apply; the shaping fields do not.
 //
 // # Scripts
 //

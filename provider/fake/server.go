@@ -142,6 +142,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("POST /v1/messages", s.handleMessages)
+	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /client/v4/accounts/{account}/ai/run/{model...}", s.handleWorkersAI)
 	mux.HandleFunc("POST /_fake/script", s.handleScript)
 	mux.HandleFunc("GET /_fake/calls", s.handleCalls)

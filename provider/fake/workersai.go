@@ -59,6 +59,10 @@ type workersAIMessage struct {
 func (s *Server) handleWorkersAI(w http.ResponseWriter, r *http.Request) {
 	model := r.PathValue("model")
 	body := readBody(w, r)
+	if isWorkersAIEmbedding(body) {
+		s.workersAIEmbedding(w, r, model, body)
+		return
+	}
 	var req workersAIRequest
 	err := decodeObject(body, &req)
 	next, scripted := s.log(r, model, body)
