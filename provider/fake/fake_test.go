@@ -295,7 +295,7 @@ func TestUnknownRoutes(t *testing.T) {
 	if r := mustDo(t, ts, "GET", "/v1/chat/completions", "", ""); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("GET completions: %d, want 405", r.status)
 	}
-	if r := mustDo(t, ts, "POST", "/v1/embeddings", "", "{}"); r.status != http.StatusNotFound {
-		t.Errorf("POST embeddings: %d, want 404", r.status)
+	if r := mustDo(t, ts, "POST", "/v1/audio/speech", "", "{}"); r.status != http.StatusNotFound {
+		t.Errorf("POST audio/speech: %d, want 404", r.status)
 	}
 }
