@@ -68,6 +68,10 @@ type Model struct {
 	// Reasoning marks a reasoning model: a default output limit goes to it
 	// as max_completion_tokens, never max_tokens.
 	Reasoning bool `yaml:"reasoning"`
+	// Kind is what the model does: chat (the default) or embedding. An
+	// embedding model has an input price only and serves
+	// POST /v1/embeddings alone; a chat model serves every other call.
+	Kind string `yaml:"kind"`
 	// passThrough: not listed, run on the pass-through provider.
 	passThrough bool
 	// Fallback lists models to try, in order, when this one is unavailable.
@@ -78,6 +82,19 @@ type Model struct {
 func (m Model) Price() budget.Price {
 	return budget.Price{InputPerMTok: m.InputMicrosPerMTok, OutputPerMTok: m.OutputMicrosPerMTok,
 		CachedInputPerMTok: m.CachedInputMicrosPerMTok, CacheWritePerMTok: m.CacheWriteMicrosPerMTok, ReasoningPerMTok: m.ReasoningMicrosPerMTok}
+}
+
+// Model kinds.
+const (
+	KindChat      = "chat"
+	KindEmbedding = "embedding"
+)
+
+// Serves reports whether m takes embeddings calls (embedding) or chat
+// calls (!embedding). A pass-through model takes both: its provider
+// decides.
+func (m Model) Serves(embedding bool) bool {
+	return m.passThrough || (m.Kind == KindEmbedding) == embedding
 }
 
 // PassThrough reports whether the model is not described by the catalog
@@ -249,6 +266,7 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 		return errors.New("catalog: at least one provider is required")
 	}
 	keys := map[string]bool{}
+	kinds := map[string]string{} // provider key -> kind
 	for i := range c.Providers {
 		p := &c.Providers[i]
 		where := fmt.Sprintf("catalog: providers[%d] (%q)", i, p.Key)
@@ -267,6 +285,7 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 			return fmt.Errorf("%s: max_tokens_param applies to kind openai only; other kinds have one name for the output limit", where)
 		}
 		keys[p.Key] = true
+		kinds[p.Key] = p.Kind
 		if p.APIKeyEnv != "" {
 			p.APIKey = getenv(p.APIKeyEnv)
 		}
@@ -291,6 +310,9 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 		case m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow:
 			return fmt.Errorf("%s: max_output_tokens (%d) exceeds context_window (%d)", where, m.MaxOutputTokens, m.ContextWindow)
 		}
+		if err := m.checkKind(kinds[m.Provider]); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		if m.ProviderModel == "" {
 			m.ProviderModel = m.Name
 		}
@@ -301,16 +323,24 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 			if names[f] == nil || f == m.Name {
 				return fmt.Errorf("catalog: model %q: fallback %q is not another listed model", m.Name, f)
 			}
+			if names[f].kind() != m.kind() {
+				return fmt.Errorf("catalog: model %q: fallback %q is of kind %s, not %s", m.Name, f, names[f].kind(), m.kind())
+			}
 		}
 	}
-	if c.DefaultModel == "" && len(c.Models) > 0 {
-		c.DefaultModel = c.Models[0].Name
+	for _, m := range c.Models {
+		if c.DefaultModel == "" && m.kind() == KindChat {
+			c.DefaultModel = m.Name // the first chat model
+		}
 	}
 	if c.DefaultModel == "" {
 		return errors.New("catalog: default_model is required")
 	}
 	if names[c.DefaultModel] == nil && !c.PassThrough {
 		return fmt.Errorf("catalog: default_model %q is not a listed model", c.DefaultModel)
+	}
+	if m := names[c.DefaultModel]; m != nil && m.kind() != KindChat {
+		return fmt.Errorf("catalog: default_model %q is an embedding model; the default serves chat calls", c.DefaultModel)
 	}
 	if c.DefaultInputMicrosPerMTok == 0 && c.DefaultOutputMicrosPerMTok == 0 {
 		c.DefaultInputMicrosPerMTok, c.DefaultOutputMicrosPerMTok = budget.DefaultPrice.InputPerMTok, budget.DefaultPrice.OutputPerMTok
@@ -505,4 +535,31 @@ func imageField(msgs []provider.Message) string {
 		}
 	}
 	return ""
+}
+
+// kind is m's kind, chat when unset.
+func (m Model) kind() string {
+	if m.Kind == "" {
+		return KindChat
+	}
+	return m.Kind
+}
+
+// checkKind refuses a kind Tollgate does not know and an embedding model
+// described with what only a chat model has: an output price, an output
+// limit, a capability, or a provider without embeddings (providerKind).
+func (m Model) checkKind(providerKind string) error {
+	switch {
+	case m.Kind != "" && m.Kind != KindChat && m.Kind != KindEmbedding:
+		return fmt.Errorf("kind must be chat or embedding, not %q", m.Kind)
+	case m.Kind != KindEmbedding:
+		return nil
+	case providerKind == provider.KindAnthropic:
+		return errors.New("kind embedding needs a provider with embeddings (openai or cloudflare); anthropic has none")
+	case m.OutputMicrosPerMTok != 0 || m.CachedInputMicrosPerMTok != nil || m.CacheWriteMicrosPerMTok != nil || m.ReasoningMicrosPerMTok != nil:
+		return errors.New("an embedding model has an input price only (input_micros_per_mtok)")
+	case m.MaxOutputTokens != 0 || m.Tools || m.Vision || m.JSONSchema || m.Reasoning:
+		return errors.New("an embedding model writes no output: max_output_tokens, tools, vision, json_schema and reasoning do not apply")
+	}
+	return nil
 }
