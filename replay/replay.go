@@ -50,6 +50,12 @@ type Parameters struct {
 	SchemaName     string `json:"schema_name,omitempty"`
 	// Images are the request's images, in order: described, never held.
 	Images []Image `json:"images,omitempty"`
+	// Inputs, Dimensions and EncodingFormat describe an embeddings call:
+	// how many texts it embedded, the vector length asked for (0: the
+	// model's own) and the format the client asked for.
+	Inputs         int    `json:"inputs,omitempty"`
+	Dimensions     int    `json:"dimensions,omitempty"`
+	EncodingFormat string `json:"encoding_format,omitempty"`
 }
 
 // Image describes one image of a request: a data URL by its media type,
@@ -88,6 +94,18 @@ type Response struct {
 	Model             string     `json:"model"`
 	SystemFingerprint string     `json:"system_fingerprint,omitempty"`
 	Usage             *Usage     `json:"usage"`
+	// Embedding describes an embeddings answer; its vectors are never
+	// held here.
+	Embedding *Embedding `json:"embedding,omitempty"`
+}
+
+// Embedding describes an embeddings answer without holding it: how many
+// vectors, their length, and the hex SHA-256 of the vectors as
+// little-endian float32 values one after the other.
+type Embedding struct {
+	Count      int    `json:"count"`
+	Dimensions int    `json:"dimensions"`
+	SHA256     string `json:"sha256"`
 }
 
 // Choice is one choice of an answer that had several.

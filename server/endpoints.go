@@ -17,6 +17,7 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1 := e.Group("/v1")
 	v1.POST("/tasks", createTask(d), auth...)
 	v1.POST("/chat/completions", chatCompletions(d), auth...)
+	v1.POST("/embeddings", embeddings(d), auth...)
 	v1.POST("/routes/:name", callRoute(d), auth...)
 	v1.GET("/models", modelsList(d), auth...)
 	v1.GET("/tasks", listTasks(d), auth...)

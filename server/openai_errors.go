@@ -215,6 +215,9 @@ const headerRetryCount = "X-Stainless-Retry-Count"
 func writeOAIError(c echo.Context, err error) int {
 	tries, _ := strconv.Atoi(c.Request().Header.Get(headerRetryCount))
 	a := oaiAnswerOf(err, min(max(tries, 0), 100))
+	if c.Path() == "/v1/embeddings" && a.param == "messages" {
+		a.param = "input" // an embedding's context is its input
+	}
 	h := c.Response().Header()
 	if a.retryAfter > 0 {
 		secs := max(int((a.retryAfter+time.Second-1)/time.Second), 1)
@@ -231,5 +234,5 @@ func writeOAIError(c echo.Context, err error) int {
 
 // isOpenAIRoute reports whether errors on this route use OpenAI's envelope.
 func isOpenAIRoute(c echo.Context) bool {
-	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models"
+	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models" || c.Path() == "/v1/embeddings"
 }

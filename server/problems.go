@@ -83,6 +83,8 @@ var titles = map[string]string{
 	tasks.CodeContextWindowExceeded: "The request does not fit the model's context window",
 	tasks.CodeOutputLimitExceeded:   "The output limit exceeds what the model can write",
 	tasks.CodeUnsupportedField:      "The model's provider cannot carry a field of the request",
+	tasks.CodeModelLacksEmbeddings:  "The model does not compute embeddings",
+	tasks.CodeModelLacksChat:        "The model is an embedding model",
 }
 
 // problemOf is the one place where errors become HTTP statuses and codes.

@@ -42,6 +42,9 @@ func createTask(d *Deps) echo.HandlerFunc {
 		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
 		}
+		if body.Embedding != nil {
+			return fieldErr("embedding", "is not a field of a task; POST /v1/embeddings makes embeddings")
+		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
 		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request.Canonical()}

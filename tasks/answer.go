@@ -18,6 +18,8 @@ import (
 // sealedAnswer is the part of an answer answer_sealed holds.
 type sealedAnswer struct {
 	Choices []Choice `json:"choices"`
+	// Embedding is an embeddings answer's vectors (sealedVectors).
+	Embedding []byte `json:"embedding,omitempty"`
 }
 
 // choicesOf is every choice of resp as a task keeps it, the assistant role
@@ -54,6 +56,10 @@ func richAnswer(choices []Choice) bool {
 func resultOf(resp *provider.Response, model string, u Usage, cost int64) Result {
 	res := Result{Output: resp.Text(), Model: model, SystemFingerprint: resp.SystemFingerprint,
 		FinishReason: resp.FinishReason(), Usage: u, CostMicros: cost}
+	if resp.Embeddings != nil {
+		res.Embedding = embeddingResultOf(resp.Embeddings)
+		return res
+	}
 	res.setAnswer(choicesOf(resp))
 	return res
 }
@@ -88,6 +94,14 @@ func (r *Result) answerChoices() []Choice {
 func (r *Result) seal(s *seal.Sealer, id string) {
 	r.sealedOutput = s.Seal([]byte(r.Output), []byte(id))
 	r.sealedAnswer = nil
+	if r.Embedding != nil {
+		plain, err := json.Marshal(sealedAnswer{Embedding: sealedVectors(r.Embedding.Vectors)})
+		if err != nil {
+			panic("tasks: encode vectors: " + err.Error()) // bytes always encode
+		}
+		r.sealedAnswer = s.Seal(plain, []byte(id))
+		return
+	}
 	if choices := r.answerChoices(); richAnswer(choices) {
 		plain, err := json.Marshal(sealedAnswer{Choices: choices})
 		if err != nil {
@@ -103,6 +117,11 @@ func (r *Result) seal(s *seal.Sealer, id string) {
 func (r Result) stored() Result {
 	out := r
 	out.Output, out.Message, out.Choices, out.Logprobs = "", nil, nil, nil
+	if r.Embedding != nil {
+		e := *r.Embedding
+		e.Vectors = nil
+		out.Embedding = &e
+	}
 	return out
 }
 
@@ -128,6 +147,12 @@ func (s *Service) reveal(t *Task) {
 		if err != nil {
 			s.cfg.Logger.Error("sealed answer cannot be opened (wrong TOLLGATE_DATA_KEY?)", slog.String("task_id", t.ID))
 		}
+	}
+	if e := t.Result.Embedding; e != nil {
+		if e.Vectors = openVectors(a.Embedding, e.Dimensions); len(e.Vectors) != e.Count {
+			e.Vectors = nil // erased, or not this answer's
+		}
+		return
 	}
 	t.Result.setAnswer(a.Choices)
 }

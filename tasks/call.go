@@ -20,7 +20,7 @@ func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt
 	started := s.cfg.Now()
 	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(begun.task))
 	callCtx, call := begun.startCall(callCtx)
-	resp, callErr := s.cfg.Clients[begun.model.Provider].Complete(callCtx, s.providerRequest(begun))
+	resp, callErr := s.callProvider(callCtx, begun)
 	endCall(call, resp, callErr)
 	cancel()
 	latency := s.cfg.Now().Sub(started)

@@ -246,7 +246,7 @@ func (s *Service) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usa
 		u.setTokens(tok.Normalized())
 	} else {
 		u.Source = budget.SourceEstimated
-		u.InputTokens, u.OutputTokens = s.inputTokens(m, t.Request.Chat), estimateOutput(resp)
+		u.InputTokens, u.OutputTokens = s.inputTokensOf(m, t.Request), estimateOutput(resp)
 	}
 	return u, m.Price().CostOf(u.tokens())
 }

@@ -64,6 +64,12 @@ func (s *Service) fit(asked catalog.Model, req Request) ([]catalog.Model, error)
 // m's context window, and what m's provider adapter can carry
 // (provider.Checker).
 func (s *Service) fits(m catalog.Model, req Request) *RefusedError {
+	if req.Embedding != nil {
+		return s.fitsEmbedding(m, req)
+	}
+	if r := refuseChatOn(m); r != nil {
+		return r
+	}
 	if capability, field := m.Missing(req.Chat); capability != "" {
 		return &RefusedError{Field: field, Code: "model_lacks_" + capability,
 			Message: fmt.Sprintf("model %s does not support %s", m.Name, capability)}
@@ -144,6 +150,9 @@ func (s *Service) inputTokens(m catalog.Model, c provider.Chat) int64 {
 // reservedTokens is the reservation's token figures for req on m: the
 // input estimate, and the output limit times the choices asked for.
 func (s *Service) reservedTokens(m catalog.Model, req Request) (in, out int64) {
+	if req.Embedding != nil {
+		return estimateEmbedding(*req.Embedding), 0 // an embedding writes no output
+	}
 	return s.inputTokens(m, req.Chat), budget.SaturatingMul(int64(s.outputLimit(m, req)), int64(req.Choices()))
 }
 

@@ -91,6 +91,7 @@ func (p *privacy) request(r Request) Request {
 	if r.Metadata != nil {
 		out.Metadata, _ = p.value(r.Metadata).(map[string]any)
 	}
+	out.Embedding = p.embedding(r.Embedding)
 	return out
 }
 
@@ -216,6 +217,7 @@ func (p *privacy) answer(resp *provider.Response) *replay.Response {
 	if len(choices) > 1 {
 		out.Choices = choices
 	}
+	out.Embedding = embeddingRecord(resp.Embeddings)
 	if u := resp.Usage; u != nil {
 		out.Usage = &replay.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens,
 			CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}

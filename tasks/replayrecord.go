@@ -64,6 +64,9 @@ func (s *Service) storedAnswer(t Task, raw Request, resp *provider.Response) (*r
 // output limit as sent, the tool list's digest, the response format and
 // the images, described as the stored request describes them.
 func (s *Service) parameters(t Task, m catalog.Model, prov catalog.Provider) replay.Parameters {
+	if t.Request.Embedding != nil {
+		return embeddingParameters(t, m)
+	}
 	sent := s.providerRequest(&begunAttempt{task: t, model: m, prov: prov, raw: t.Request})
 	out := replay.Parameters{Model: m.Name, MaxTokens: sent.OutputLimit(), OutputLimitParam: "max_tokens"}
 	if sent.MaxCompletionTokens > 0 {

@@ -82,10 +82,17 @@ type Request struct {
 	// DeadlineS bounds the task's whole life, queueing and retries
 	// included; 0 takes the service default (1 h).
 	DeadlineS int `json:"deadline_s,omitempty"`
+	// Embedding makes the request an embeddings call (embed.go): on the
+	// model Model names, no messages and no other chat field. Absent, a
+	// chat request encodes and hashes as it did before it existed.
+	Embedding *provider.Embedding `json:"embedding,omitempty"`
 }
 
 // Validate returns a *ValidationError listing every problem, or nil.
 func (r Request) Validate() error {
+	if r.Embedding != nil {
+		return r.validateEmbedding()
+	}
 	var fe []FieldError
 	if len(r.Model) > MaxModelLength {
 		fe = append(fe, FieldError{"model", fmt.Sprintf("must be at most %d characters", MaxModelLength)})
@@ -168,6 +175,9 @@ func (r Request) Canonical() Request {
 	if r.N == 1 {
 		r.N = 0
 	}
+	if r.Embedding != nil {
+		r.Embedding = canonicalEmbedding(*r.Embedding)
+	}
 	if r.Tools != nil {
 		tools := make([]provider.Tool, len(r.Tools))
 		for i, t := range r.Tools {
@@ -222,6 +232,9 @@ type Result struct {
 	FinishReason      string          `json:"finish_reason,omitempty"`
 	Usage             Usage           `json:"usage"`
 	CostMicros        int64           `json:"cost_micros"`
+	// Embedding is an embeddings task's answer (embed.go); its vectors
+	// are sealed beside the result, never in it.
+	Embedding *EmbeddingResult `json:"embedding,omitempty"`
 
 	sealedOutput []byte // stored beside the result (output_sealed), never in it
 	sealedAnswer []byte // likewise (answer_sealed); nil for a text-only answer
