@@ -47,12 +47,12 @@ type anthropicStreamState struct {
 	calls   []ToolCall
 	// callOf maps a content block's index to its tool call's ordinal:
 	// OpenAI numbers tool calls, Anthropic numbers every block.
-	callOf map[int]int
+	callOf   map[int]int
 	finish   string
 	sequence *string // the stop sequence, when one ended the answer
 	usage    anthropicUsage
-	seen   bool   // some usage was reported
-	final  *Usage // the usage of a whole answer
+	seen     bool   // some usage was reported
+	final    *Usage // the usage of a whole answer
 }
 
 func (s *anthropicStreamState) emit(d Delta) {
