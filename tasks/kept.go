@@ -90,7 +90,8 @@ func (b keptBody) response() *provider.Response {
 	if b.Choices != nil {
 		r.Choices = make([]provider.Choice, len(b.Choices))
 		for i, c := range b.Choices {
-			r.Choices[i] = provider.Choice{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason, Logprobs: c.Logprobs}
+			r.Choices[i] = provider.Choice{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason, Logprobs: c.Logprobs,
+				StopReason: c.StopReason, StopSequence: c.StopSequence}
 		}
 	}
 	r.Model, r.Status, r.SystemFingerprint = b.Model, b.Status, b.SystemFingerprint

@@ -220,8 +220,14 @@ type Result struct {
 	Model             string          `json:"model"`
 	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
 	FinishReason      string          `json:"finish_reason,omitempty"`
-	Usage             Usage           `json:"usage"`
-	CostMicros        int64           `json:"cost_micros"`
+	// StopReason is the provider's own stop reason, when the finish
+	// reason does not say it (Anthropic's stop_sequence, say), and
+	// StopSequence the stop sequence that ended the answer. Both are
+	// sealed with the answer, as the message is.
+	StopReason   string `json:"stop_reason,omitempty"`
+	StopSequence string `json:"stop_sequence,omitempty"`
+	Usage        Usage  `json:"usage"`
+	CostMicros   int64  `json:"cost_micros"`
 
 	sealedOutput []byte // stored beside the result (output_sealed), never in it
 	sealedAnswer []byte // likewise (answer_sealed); nil for a text-only answer
@@ -233,6 +239,8 @@ type Choice struct {
 	Message      provider.Message `json:"message"`
 	FinishReason string           `json:"finish_reason,omitempty"`
 	Logprobs     json.RawMessage  `json:"logprobs,omitempty"`
+	StopReason   string           `json:"stop_reason,omitempty"`
+	StopSequence string           `json:"stop_sequence,omitempty"`
 }
 
 // Failure is why a task failed, in stable terms a client can act on. It
