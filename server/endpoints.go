@@ -17,6 +17,9 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1 := e.Group("/v1")
 	v1.POST("/tasks", createTask(d), auth...)
 	v1.POST("/chat/completions", chatCompletions(d), auth...)
+	antAuth := []echo.MiddlewareFunc{authenticateAnthropic(d.Accounts, d.authLimit)}
+	v1.POST("/messages", createMessage(d), antAuth...)
+	v1.POST("/messages/count_tokens", countTokens(d), antAuth...)
 	v1.POST("/routes/:name", callRoute(d), auth...)
 	v1.GET("/models", modelsList(d), auth...)
 	v1.GET("/tasks", listTasks(d), auth...)
