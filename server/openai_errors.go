@@ -231,5 +231,10 @@ func writeOAIError(c echo.Context, err error) int {
 
 // isOpenAIRoute reports whether errors on this route use OpenAI's envelope.
 func isOpenAIRoute(c echo.Context) bool {
-	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models"
+	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models" || isResponsesRoute(c.Path())
+}
+
+// isResponsesRoute reports whether path is one of OpenAI's Responses API.
+func isResponsesRoute(path string) bool {
+	return path == "/v1/responses" || strings.HasPrefix(path, "/v1/responses/")
 }
