@@ -289,21 +289,18 @@ func inputMessages(raw json.RawMessage) ([]provider.Message, []string, error) {
 	var origins []string
 	for i, item := range items {
 		at := fmt.Sprintf("input[%d]", i)
-		var head struct {
-			Type string `json:"type"`
-			Role string `json:"role"`
+		head, _, err := objectHead(item, at, "type", "role")
+		if err != nil {
+			return nil, nil, err
 		}
-		if len(item) == 0 || item[0] != '{' || json.Unmarshal(item, &head) != nil {
-			return nil, nil, fieldErr(at, "must be an input item object")
-		}
-		switch {
-		case head.Type == "message" || (head.Type == "" && head.Role != ""):
+		switch typ := head["type"]; {
+		case typ == "message" || (typ == "" && head["role"] != ""):
 			m, err := messageItem(item, at)
 			if err != nil {
 				return nil, nil, err
 			}
 			msgs, origins = append(msgs, m), append(origins, at)
-		case head.Type == "function_call":
+		case typ == "function_call":
 			var fc respFunctionCallItem
 			if err := decodeBytes(item, &fc, scanStrict, at); err != nil {
 				return nil, nil, err
@@ -320,7 +317,7 @@ func inputMessages(raw json.RawMessage) ([]provider.Message, []string, error) {
 			}
 			msgs = append(msgs, provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{call}})
 			origins = append(origins, at)
-		case head.Type == "function_call_output":
+		case typ == "function_call_output":
 			var fo respFunctionOutputItem
 			if err := decodeBytes(item, &fo, scanStrict, at); err != nil {
 				return nil, nil, err
@@ -334,10 +331,10 @@ func inputMessages(raw json.RawMessage) ([]provider.Message, []string, error) {
 			}
 			msgs = append(msgs, provider.Message{Role: "tool", ToolCallID: fo.CallID, Content: content})
 			origins = append(origins, at)
-		case head.Type == "":
+		case typ == "":
 			return nil, nil, fieldErr(at+".type", "must be given (message, function_call or function_call_output)")
 		default:
-			return nil, nil, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not carry: send message, function_call or function_call_output items", head.Type))
+			return nil, nil, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not carry: send message, function_call or function_call_output items", typ))
 		}
 	}
 	return msgs, origins, nil
@@ -403,9 +400,9 @@ func messageItem(raw json.RawMessage, at string) (provider.Message, error) {
 // contentPart decodes one content part, refusing a member its type does
 // not have and a part Tollgate cannot carry.
 func contentPart(raw json.RawMessage, at string) (respPart, error) {
-	var members map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &members) != nil {
-		return respPart{}, fieldErr(at, "must be a content part object")
+	_, members, err := objectHead(raw, at, "type")
+	if err != nil {
+		return respPart{}, err
 	}
 	var p respPart
 	if err := decodeBytes(raw, &p, scanStrict, at); err != nil {
@@ -465,14 +462,12 @@ func toolOutput(raw json.RawMessage, at string) (provider.Content, error) {
 // by its type. Responses' strict defaults to true, chat's to false, so an
 // absent strict is sent as true.
 func functionTool(raw json.RawMessage, at string) (provider.Tool, error) {
-	var head struct {
-		Type string `json:"type"`
+	head, _, err := objectHead(raw, at, "type")
+	if err != nil {
+		return provider.Tool{}, err
 	}
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &head) != nil {
-		return provider.Tool{}, fieldErr(at, "must be a tool object")
-	}
-	if head.Type != "function" {
-		return provider.Tool{}, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not run: only function tools are supported", head.Type))
+	if head["type"] != "function" {
+		return provider.Tool{}, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not run: only function tools are supported", head["type"]))
 	}
 	var ft respFunctionTool
 	if err := decodeBytes(raw, &ft, scanStrict, at); err != nil {
@@ -499,12 +494,12 @@ func toolChoice(raw json.RawMessage) (*provider.ToolChoice, error) {
 	case raw[0] != '{':
 		return nil, fieldErr("tool_choice", `must be "none", "auto", "required" or {"type": "function", "name": ...}`)
 	}
-	var head struct {
-		Type string `json:"type"`
+	head, _, err := objectHead(raw, "tool_choice", "type")
+	if err != nil {
+		return nil, err
 	}
-	_ = json.Unmarshal(raw, &head)
-	if head.Type != "function" {
-		return nil, fieldErr("tool_choice.type", fmt.Sprintf("is %q, which Tollgate does not carry: name a function tool", head.Type))
+	if head["type"] != "function" {
+		return nil, fieldErr("tool_choice.type", fmt.Sprintf("is %q, which Tollgate does not carry: name a function tool", head["type"]))
 	}
 	var tc respToolChoice
 	if err := decodeBytes(raw, &tc, scanStrict, "tool_choice"); err != nil {
@@ -638,4 +633,27 @@ func respFields(err error, origins []string) error {
 		return &out
 	}
 	return err
+}
+
+// objectHead reads the object at path, and those of its members named
+// that say what it is (its type; an input item's role), each a string
+// when present. What it is then decides how the rest is decoded.
+func objectHead(raw json.RawMessage, at string, names ...string) (map[string]string, map[string]json.RawMessage, error) {
+	var members map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &members) != nil {
+		return nil, nil, fieldErr(at, "must be an object")
+	}
+	head := map[string]string{}
+	for _, n := range names {
+		v, ok := members[n]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		var str string
+		if json.Unmarshal(v, &str) != nil {
+			return nil, nil, fieldErr(joinPath(at, n), "must be a string")
+		}
+		head[n] = str
+	}
+	return head, members, nil
 }
