@@ -519,3 +519,59 @@ func TestResponsesDelete(t *testing.T) {
 		t.Errorf("continuing a deleted response: %v, want 404", err)
 	}
 }
+
+// Every field a Responses request carries reaches the provider under its
+// chat name, and the response echoes it.
+func TestResponsesCarriesItsFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, _ := sdk(e, key)
+	params := respParams("list one city")
+	params.Model = "agent-model"
+	params.Tools = []responses.ToolUnionParam{respWeatherTool()}
+	params.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(responses.ToolChoiceOptionsNone)}
+	params.ParallelToolCalls = openai.Bool(false)
+	params.Temperature, params.TopP = openai.Float(0.5), openai.Float(0.9)
+	params.User, params.SafetyIdentifier = openai.String("u-1"), openai.String("s-1")
+	params.ServiceTier = responses.ResponseNewParamsServiceTierFlex
+	params.Reasoning.Effort = "low"
+	params.Text = responses.ResponseTextConfigParam{Verbosity: responses.ResponseTextConfigVerbosityLow,
+		Format: responses.ResponseFormatTextConfigUnionParam{OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{
+			Name: "city", Strict: openai.Bool(true), Schema: map[string]any{"type": "object", "additionalProperties": false,
+				"required": []string{"name"}, "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}
+	got, err := client.Responses.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(e.fake.Calls()[0].Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	format, _ := sent["response_format"].(map[string]any)
+	schema, _ := format["json_schema"].(map[string]any)
+	want := map[string]any{"tool_choice": "none", "parallel_tool_calls": false, "temperature": 0.5, "top_p": 0.9,
+		"user": "u-1", "safety_identifier": "s-1", "service_tier": "flex", "reasoning_effort": "low", "verbosity": "low",
+		"max_completion_tokens": float64(16)}
+	for k, v := range want {
+		if sent[k] != v {
+			t.Errorf("%s sent = %v, want %v", k, sent[k], v)
+		}
+	}
+	if format["type"] != "json_schema" || schema["name"] != "city" || schema["strict"] != true || schema["schema"] == nil {
+		t.Errorf("response_format sent = %v", format)
+	}
+	if got.OutputText() != `{"name":"fake"}` {
+		t.Errorf("output %q, want the schema's instance", got.OutputText())
+	}
+	if got.Temperature != 0.5 || got.TopP != 0.9 || got.ParallelToolCalls || got.ToolChoice.OfToolChoiceMode != "none" ||
+		got.Reasoning.Effort != "low" || got.Text.Format.Type != "json_schema" || len(got.Tools) != 1 || got.Tools[0].Name != "get_weather" {
+		t.Errorf("echoed parameters: %s", got.RawJSON())
+	}
+
+	// The replay record keeps the request, as the contract describes it.
+	r := e.do(http.MethodGet, "/v1/tasks/"+responseTaskID(t, got.ID)+"/replay", key, nil, nil)
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"conversation"`) {
+		t.Errorf("replay record: %d %s", r.status, r.body)
+	}
+}
