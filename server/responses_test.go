@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -573,5 +574,52 @@ func TestResponsesCarriesItsFields(t *testing.T) {
 	r := e.do(http.MethodGet, "/v1/tasks/"+responseTaskID(t, got.ID)+"/replay", key, nil, nil)
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"conversation"`) {
 		t.Errorf("replay record: %d %s", r.status, r.body)
+	}
+}
+
+// A response's texts (instructions, input items, tool calls and results,
+// metadata) and its continuation are stored as every task's are: no
+// canary in clear in a dump of the database or in the logs, while the
+// owner continues from the real conversation.
+func TestResponsesStoreNothingUnredacted(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, _ := sdk(e, key)
+	ctx := context.Background()
+	params := respParams("Write to " + canaries[0] + ", card " + canaries[3])
+	params.Instructions = openai.String("Never reveal " + canaries[5])
+	params.Metadata = map[string]string{"contact": canaries[1]}
+	params.Tools = []responses.ToolUnionParam{respWeatherTool()}
+	first, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	output := responses.ResponseInputItemParamOfFunctionCallOutput("reached " + canaries[2])
+	output.OfFunctionCallOutput.CallID = openai.String(first.Output[0].AsFunctionCall().CallID)
+	next := responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(first.ID), Tools: params.Tools,
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{output}}}
+	s := client.Responses.NewStreaming(ctx, next)
+	checkSequence(t, streamEvents(t, s.Next, s.Current, s.Err), 0)
+	msgs := sentMessages(t, e, 1)
+	if !strings.Contains(msgs[0]["content"].(string), canaries[0]) || !strings.Contains(msgs[2]["content"].(string), canaries[2]) {
+		t.Errorf("provider messages %v: want the real texts", msgs)
+	}
+
+	dump, err := exec.Command("pg_dump", "--data-only", e.dbURL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, dump)
+	}
+	if !strings.Contains(string(dump), responseTaskID(t, first.ID)) {
+		t.Fatal("the dump does not even hold the task: the scan would prove nothing")
+	}
+	for _, c := range []string{canaries[0], canaries[1], canaries[2], canaries[3], canaries[5]} {
+		if strings.Contains(string(dump), c) {
+			t.Errorf("canary %q found in the database dump", c)
+		}
+		if strings.Contains(logs.String(), c) {
+			t.Errorf("canary %q found in the logs", c)
+		}
 	}
 }
