@@ -177,13 +177,38 @@ func decodeResponsesRequest(raw []byte) (respCall, error) {
 	if err := decodeBytes(raw, &in, scanStrict, ""); err != nil {
 		return respCall{}, err
 	}
+	if err := in.refusal(); err != nil {
+		return respCall{}, err
+	}
+	return in.call()
+}
+
+// refusal names the first value the request asks for that Tollgate does
+// not carry, or a value out of OpenAI's bounds.
+func (in respRequest) refusal() error {
+	switch rs := in.Reasoning; {
+	case in.Background && in.Store != nil && !*in.Store:
+		return fieldErr("store", "must be true with background: a background response is kept to be retrieved")
+	case rs != nil && rs.Summary != nil:
+		return fieldErr("reasoning.summary", "is not supported: Tollgate returns no reasoning summaries")
+	case rs != nil && rs.GenerateSummary != nil:
+		return fieldErr("reasoning.generate_summary", "is not supported: Tollgate returns no reasoning summaries")
+	case in.MaxOutputTokens != nil && *in.MaxOutputTokens < 1:
+		return fieldErr("max_output_tokens", fmt.Sprintf("must be between 1 and %d", tasks.MaxMaxTokens))
+	case in.Truncation != "" && in.Truncation != "disabled":
+		return fieldErr("truncation", `must be "disabled": Tollgate refuses a request too long for the model rather than cut it`)
+	case len(in.Include) > 0:
+		return fieldErr("include", "must be empty: Tollgate answers no optional output fields")
+	}
+	return checkMetadata(in.Metadata)
+}
+
+// call translates the request into a task request.
+func (in respRequest) call() (respCall, error) {
 	call := respCall{stream: in.Stream, background: in.Background}
 	r := tasks.Request{}
 	r.Model = in.Model
 	conv := &tasks.Conversation{Background: in.Background, Unstored: in.Store != nil && !*in.Store}
-	if conv.Unstored && in.Background {
-		return respCall{}, fieldErr("store", "must be true with background: a background response is kept to be retrieved")
-	}
 	if in.Instructions != nil && *in.Instructions != "" {
 		// OpenAI inserts instructions as a system message; every
 		// provider kind carries that role.
@@ -220,28 +245,14 @@ func decodeResponsesRequest(raw []byte) (respCall, error) {
 		}
 		r.Verbosity = in.Text.Verbosity
 	}
-	if rs := in.Reasoning; rs != nil {
-		if rs.Summary != nil {
-			return respCall{}, fieldErr("reasoning.summary", "is not supported: Tollgate returns no reasoning summaries")
-		}
-		if rs.GenerateSummary != nil {
-			return respCall{}, fieldErr("reasoning.generate_summary", "is not supported: Tollgate returns no reasoning summaries")
-		}
-		if rs.Effort != nil {
-			r.ReasoningEffort = *rs.Effort
-		}
+	if in.Reasoning != nil && in.Reasoning.Effort != nil {
+		r.ReasoningEffort = *in.Reasoning.Effort
 	}
 	if in.MaxOutputTokens != nil {
-		if *in.MaxOutputTokens < 1 {
-			return respCall{}, fieldErr("max_output_tokens", fmt.Sprintf("must be between 1 and %d", tasks.MaxMaxTokens))
-		}
 		r.MaxCompletionTokens = *in.MaxOutputTokens
 	}
 	r.Temperature, r.TopP = in.Temperature, in.TopP
 	r.User, r.SafetyIdentifier = in.User, in.SafetyIdentifier
-	if err := checkMetadata(in.Metadata); err != nil {
-		return respCall{}, err
-	}
 	if in.Metadata != nil {
 		r.Metadata = make(map[string]any, len(in.Metadata))
 		for k, v := range in.Metadata {
@@ -256,12 +267,6 @@ func decodeResponsesRequest(raw []byte) (respCall, error) {
 			r.Extra = map[string]json.RawMessage{}
 		}
 		r.Extra[name], _ = json.Marshal(*v)
-	}
-	if in.Truncation != "" && in.Truncation != "disabled" {
-		return respCall{}, fieldErr("truncation", `must be "disabled": Tollgate refuses a request too long for the model rather than cut it`)
-	}
-	if len(in.Include) > 0 {
-		return respCall{}, fieldErr("include", "must be empty: Tollgate answers no optional output fields")
 	}
 	r.Conversation = conv
 	call.req = r

@@ -42,6 +42,7 @@ func (s *respStream) start() {
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	s.c.Response().WriteHeader(http.StatusOK)
+	s.c.Response().Flush()
 }
 
 // emit numbers and writes one event; it reports false once the client is
@@ -174,6 +175,7 @@ func (s *respStream) item(i int, item any) {
 // the client stays), its output. render turns the task into its response.
 func streamStored(c echo.Context, d *Deps, t tasks.Task, after int, render func(tasks.Task) respObject) error {
 	s := newRespStream(c, after)
+	s.start() // a resumed stream may have no event to send for a while, or at all
 	s.opening(render(t))
 	ctx := c.Request().Context()
 	for !t.Status.Final() {

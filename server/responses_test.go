@@ -623,3 +623,23 @@ func TestResponsesStoreNothingUnredacted(t *testing.T) {
 		}
 	}
 }
+
+// A stream resumed after its last event is empty, not an error.
+func TestResponsesStreamResumedAfterItsEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, _ := sdk(e, key)
+	got, err := client.Responses.New(context.Background(), respParams("short"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := client.Responses.GetStreaming(context.Background(), got.ID, responses.ResponseGetParams{StartingAfter: openai.Int(1000)})
+	if events := streamEvents(t, s.Next, s.Current, s.Err); len(events) != 0 {
+		t.Errorf("events after the end: %d, want none", len(events))
+	}
+	r := e.do(http.MethodGet, "/v1/responses/"+got.ID+"?stream=true&starting_after=1000", key, nil, nil)
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" || len(r.body) != 0 {
+		t.Errorf("%d %q %q, want 200, an empty event stream", r.status, r.header.Get("Content-Type"), r.body)
+	}
+}
