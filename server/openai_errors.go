@@ -215,6 +215,9 @@ const headerRetryCount = "X-Stainless-Retry-Count"
 func writeOAIError(c echo.Context, err error) int {
 	tries, _ := strconv.Atoi(c.Request().Header.Get(headerRetryCount))
 	a := oaiAnswerOf(err, min(max(tries, 0), 100))
+	if isResponsesRoute(c.Path()) {
+		a.param = respField(a.param, nil) // a provider names the chat's fields
+	}
 	h := c.Response().Header()
 	if a.retryAfter > 0 {
 		secs := max(int((a.retryAfter+time.Second-1)/time.Second), 1)

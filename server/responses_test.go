@@ -643,3 +643,40 @@ func TestResponsesStreamResumedAfterItsEnd(t *testing.T) {
 		t.Errorf("%d %q %q, want 200, an empty event stream", r.status, r.header.Get("Content-Type"), r.body)
 	}
 }
+
+// A failed task is OpenAI's error when waited for, and a failed response
+// when retrieved or streamed from the background.
+func TestResponsesFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, _ := sdk(e, key)
+	ctx := context.Background()
+	tooLong := fake.Scripted{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 8 tokens.",` +
+		`"type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`}
+
+	e.fake.Script(tooLong)
+	_, err := client.Responses.New(ctx, respParams("far too long"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "context_length_exceeded" || apiErr.Param != "input" {
+		t.Errorf("synchronous failure: %v, want 400 context_length_exceeded naming input", err)
+	}
+
+	e.fake.Script(tooLong)
+	params := respParams("far too long, later")
+	params.Background = openai.Bool(true)
+	started, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pollResponse(t, client, started.ID)
+	if got.Status != responses.ResponseStatusFailed || got.Error.Code != "context_length_exceeded" || got.Error.Message == "" || len(got.Output) != 0 {
+		t.Errorf("background failure: %s %+v, want failed with the error", got.Status, got.Error)
+	}
+	s := client.Responses.GetStreaming(ctx, started.ID, responses.ResponseGetParams{})
+	events := streamEvents(t, s.Next, s.Current, s.Err)
+	last := events[len(events)-1]
+	if last.Type != "response.failed" || last.Response.Status != responses.ResponseStatusFailed || last.Response.Error.Code != "context_length_exceeded" {
+		t.Errorf("stream of a failed response ends with %s %s %+v", last.Type, last.Response.Status, last.Response.Error)
+	}
+}
