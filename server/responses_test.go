@@ -680,3 +680,37 @@ func TestResponsesFailure(t *testing.T) {
 		t.Errorf("stream of a failed response ends with %s %s %+v", last.Type, last.Response.Status, last.Response.Error)
 	}
 }
+
+func TestResponsesIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	client, _ := sdk(e, key)
+	ctx := context.Background()
+	idem := option.WithHeader("Idempotency-Key", "r1")
+	first, err := client.Responses.New(ctx, respParams("once"), idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res *http.Response
+	second, err := client.Responses.New(ctx, respParams("once"), idem, option.WithResponseInto(&res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ID != first.ID || second.OutputText() != first.OutputText() || res.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay: %s %q (replayed %q), want %s %q", second.ID, second.OutputText(), res.Header.Get("Idempotent-Replayed"), first.ID, first.OutputText())
+	}
+	// Streamed under the same key: the stored answer as a stream.
+	s := client.Responses.NewStreaming(ctx, respParams("once"), idem)
+	if final := checkSequence(t, streamEvents(t, s.Next, s.Current, s.Err), 0); final.ID != first.ID || final.OutputText() != first.OutputText() {
+		t.Errorf("streamed replay: %s %q", final.ID, final.OutputText())
+	}
+	if n := e.fake.CallCount(); n != 1 {
+		t.Errorf("provider calls = %d, want 1", n)
+	}
+	_, err = client.Responses.New(ctx, respParams("changed"), idem)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("changed body under the same key: %v, want 422", err)
+	}
+}
