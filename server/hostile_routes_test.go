@@ -32,9 +32,10 @@ var hostileBodies = map[string]string{
 		`"max_output_tokens":16,"metadata":{"m":"v"},"user":"u","tools":[{"type":"function","name":"f","description":"d","strict":false}],` +
 		`"tool_choice":"auto","text":{"format":{"type":"text"},"verbosity":"low"},"reasoning":{"effort":"low"},"store":true}`,
 	// These read no body: they are sent the hostile bodies all the same.
+	"POST /v1/tasks/:id/cancel": ``,
+	"POST /v1/tasks/:id/rerun":  ``,
+
 	"POST /v1/responses/:id/cancel": ``,
-	"POST /v1/tasks/:id/cancel":     ``,
-	"POST /v1/tasks/:id/rerun":      ``,
 }
 
 // freeForm are the members whose values any JSON may fill: only the
@@ -47,11 +48,12 @@ var (
 
 // numericQuery are the query parameters that are numbers, per route.
 var numericQuery = map[string][]string{
-	"GET /v1/tasks":         {"limit"},
-	"GET /v1/replays":       {"limit"},
-	"GET /v1/usage":         {"limit"},
-	"GET /v1/usage.csv":     {"limit"},
-	"GET /v1/audit":         {"cursor"},
+	"GET /v1/tasks":     {"limit"},
+	"GET /v1/replays":   {"limit"},
+	"GET /v1/usage":     {"limit"},
+	"GET /v1/usage.csv": {"limit"},
+	"GET /v1/audit":     {"cursor"},
+
 	"GET /v1/responses/:id": {"starting_after"},
 }
 
