@@ -128,13 +128,15 @@ func callItemID(taskID string, i int) string {
 // A length- or filter-cut answer is incomplete, with the reason.
 func responseStatus(t tasks.Task) (string, *respIncomplete) {
 	switch {
-	case t.Status == tasks.StatusSucceeded:
+	case t.Status == tasks.StatusSucceeded && t.Result != nil:
 		switch t.Result.FinishReason {
 		case "length":
 			return "incomplete", &respIncomplete{Reason: "max_output_tokens"}
 		case "content_filter":
 			return "incomplete", &respIncomplete{Reason: "content_filter"}
 		}
+		return "completed", nil
+	case t.Status == tasks.StatusSucceeded:
 		return "completed", nil
 	case t.Status == tasks.StatusFailed:
 		return "failed", nil
