@@ -38,4 +38,10 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1.GET("/budgets/:owner", getBudget(d), auth...)
 	v1.PUT("/budgets/:owner", putBudget(d), auth...)
 	v1.POST("/budgets/:owner/topups", postTopup(d), auth...)
+
+	// OpenAI's Responses API (responses.go).
+	v1.POST("/responses", createResponse(d), auth...)
+	v1.GET("/responses/:id", getResponse(d), auth...)
+	v1.POST("/responses/:id/cancel", cancelResponse(d), auth...)
+	v1.DELETE("/responses/:id", deleteResponse(d), auth...)
 }

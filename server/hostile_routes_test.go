@@ -28,9 +28,14 @@ var hostileBodies = map[string]string{
 	"PUT /v1/budgets/:owner":         `{"total_micros":1000,"period":"none","workloads":{"w":{"total_micros":5,"period":"none"}}}`,
 	"POST /v1/budgets/:owner/topups": `{"amount_micros":5,"workload":"","note":"n"}`,
 	"PUT /v1/owners/:owner/privacy":  `{"redaction_policy":"redact","body_retention_days":30,"metadata_retention_days":30}`,
+	"POST /v1/responses": `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"instructions":"be brief",` +
+		`"max_output_tokens":16,"metadata":{"m":"v"},"user":"u","tools":[{"type":"function","name":"f","description":"d","strict":false}],` +
+		`"tool_choice":"auto","text":{"format":{"type":"text"},"verbosity":"low"},"reasoning":{"effort":"low"},"store":true}`,
 	// These read no body: they are sent the hostile bodies all the same.
 	"POST /v1/tasks/:id/cancel": ``,
 	"POST /v1/tasks/:id/rerun":  ``,
+
+	"POST /v1/responses/:id/cancel": ``,
 }
 
 // freeForm are the members whose values any JSON may fill: only the
@@ -48,6 +53,8 @@ var numericQuery = map[string][]string{
 	"GET /v1/usage":     {"limit"},
 	"GET /v1/usage.csv": {"limit"},
 	"GET /v1/audit":     {"cursor"},
+
+	"GET /v1/responses/:id": {"starting_after"},
 }
 
 type hostileCase struct {
@@ -162,7 +169,7 @@ func TestHostileInputOnEveryRoute(t *testing.T) {
 			t.Errorf("%s takes a body but has no entry in hostileBodies", id)
 			continue
 		}
-		openai := r.path == "/v1/chat/completions"
+		openai := r.path == "/v1/chat/completions" || r.path == "/v1/responses"
 		generic := map[string]struct {
 			body   string
 			status int

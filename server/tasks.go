@@ -42,6 +42,10 @@ func createTask(d *Deps) echo.HandlerFunc {
 		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
 		}
+		if body.Conversation != nil {
+			// Set by POST /v1/responses only.
+			return badRequest(`Unknown field "conversation".`, tasks.FieldError{Field: "conversation", Message: "unknown field"})
+		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
 		sub := tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload, IdempotencyKey: key, TraceID: traceIDOf(c), Request: body.Request.Canonical()}

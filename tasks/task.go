@@ -82,6 +82,9 @@ type Request struct {
 	// DeadlineS bounds the task's whole life, queueing and retries
 	// included; 0 takes the service default (1 h).
 	DeadlineS int `json:"deadline_s,omitempty"`
+	// Conversation is set for a request made through OpenAI's Responses
+	// API (conversation.go); it is never sent to a provider.
+	Conversation *Conversation `json:"conversation,omitempty"`
 }
 
 // Validate returns a *ValidationError listing every problem, or nil.
