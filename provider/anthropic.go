@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -317,7 +318,7 @@ func (c *Anthropic) headers(chat Chat) http.Header {
 	if c.apiKey != "" {
 		h.Set("x-api-key", c.apiKey)
 	}
-	h.Set("anthropic-version", AnthropicVersion)
+	h.Set("anthropic-version", cmp.Or(chat.AnthropicVersion, AnthropicVersion))
 	if len(chat.Betas) > 0 {
 		h.Set("anthropic-beta", strings.Join(chat.Betas, ","))
 	}

@@ -334,6 +334,9 @@ type Chat struct {
 	Thinking *ThinkingConfig `json:"thinking,omitempty"`
 	// CacheControl is Anthropic's request-level prompt-cache breakpoint.
 	CacheControl *CacheControl `json:"cache_control,omitempty"`
+	// AnthropicVersion is the anthropic-version the client sent, for
+	// Anthropic providers; empty sends the adapter's own.
+	AnthropicVersion string `json:"anthropic_version,omitempty"`
 	// Betas are the anthropic-beta values the client sent, for Anthropic
 	// providers (sent as the anthropic-beta header).
 	Betas []string                   `json:"anthropic_beta,omitempty"`

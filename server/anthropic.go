@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -21,24 +22,36 @@ import (
 // Tollgate task with its reservation, classified failures and replay
 // record, whichever provider runs it.
 
-// antHeaders reads the anthropic-version and anthropic-beta headers. The
-// version, when sent, must be the one whose wire format Tollgate speaks,
-// which every SDK sends; the beta values (comma-separated, in one header or several)
-// go to Anthropic providers as they came.
-func antHeaders(h http.Header) (betas []string, err error) {
-	switch v := h.Get("anthropic-version"); v {
-	case provider.AnthropicVersion, "":
-	default:
-		return nil, antFieldError("anthropic-version", "must be "+provider.AnthropicVersion+", the version Tollgate speaks")
+// antHeader is what a Messages call's headers ask of the call: the
+// anthropic-version the client speaks and its anthropic-beta values,
+// both sent on to Anthropic providers as they came. Other providers get
+// the request translated; the version names the client's dialect, which
+// Tollgate reads whatever date it carries.
+type antHeader struct {
+	version string
+	betas   []string
+}
+
+// antHeaders reads the anthropic-version and anthropic-beta headers. A
+// version, when sent, must be a date (YYYY-MM-DD), as every Anthropic
+// version is; the beta values (comma-separated, in one header or several)
+// are kept in order.
+func antHeaders(h http.Header) (antHeader, error) {
+	var out antHeader
+	if v := h.Get("anthropic-version"); v != "" {
+		if _, err := time.Parse(time.DateOnly, v); err != nil {
+			return antHeader{}, antFieldError("anthropic-version", "must be a version date such as "+provider.AnthropicVersion)
+		}
+		out.version = v
 	}
 	for _, line := range h.Values("anthropic-beta") {
 		for _, b := range strings.Split(line, ",") {
 			if b = strings.TrimSpace(b); b != "" {
-				betas = append(betas, b)
+				out.betas = append(out.betas, b)
 			}
 		}
 	}
-	return betas, nil
+	return out, nil
 }
 
 // decodeAnthropic decodes a Messages request body: JSON only, every
@@ -62,7 +75,7 @@ func decodeAnthropic(c echo.Context, limit int64, dst passthroughSink) error {
 func createMessage(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Response().Header().Set("request-id", antRequestID(c))
-		betas, err := antHeaders(c.Request().Header)
+		hdr, err := antHeaders(c.Request().Header)
 		if err != nil {
 			return err
 		}
@@ -70,7 +83,7 @@ func createMessage(d *Deps) echo.HandlerFunc {
 		if err := decodeAnthropic(c, d.MaxBodyBytes, &in); err != nil {
 			return err
 		}
-		req, paths, err := in.task(betas, false)
+		req, paths, err := in.task(hdr, false)
 		if err != nil {
 			return err
 		}
@@ -139,7 +152,7 @@ func createMessage(d *Deps) echo.HandlerFunc {
 func countTokens(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Response().Header().Set("request-id", antRequestID(c))
-		betas, err := antHeaders(c.Request().Header)
+		hdr, err := antHeaders(c.Request().Header)
 		if err != nil {
 			return err
 		}
@@ -147,7 +160,7 @@ func countTokens(d *Deps) echo.HandlerFunc {
 		if err := decodeAnthropic(c, d.MaxBodyBytes, &in); err != nil {
 			return err
 		}
-		req, paths, err := in.request().task(betas, true)
+		req, paths, err := in.request().task(hdr, true)
 		if err != nil {
 			return err
 		}

@@ -183,7 +183,7 @@ func antFieldError(path, msg string) error {
 // values sent. It refuses what Tollgate does not carry, and what the
 // Messages API itself refuses before a model runs, by path; count is a
 // count_tokens request, which has no max_tokens.
-func (r antRequest) task(betas []string, count bool) (tasks.Request, antPaths, error) {
+func (r antRequest) task(hdr antHeader, count bool) (tasks.Request, antPaths, error) {
 	var paths antPaths
 	if keys := slices.Sorted(maps.Keys(r.extra)); len(keys) > 0 {
 		k := keys[0]
@@ -202,7 +202,8 @@ func (r antRequest) task(betas []string, count bool) (tasks.Request, antPaths, e
 	case r.Messages == nil:
 		return tasks.Request{}, paths, antFieldError("messages", "is required")
 	}
-	chat := provider.Chat{Model: r.Model, Thinking: r.Thinking, CacheControl: r.CacheControl, Betas: betas}
+	chat := provider.Chat{Model: r.Model, Thinking: r.Thinking, CacheControl: r.CacheControl,
+		AnthropicVersion: hdr.version, Betas: hdr.betas}
 	if r.MaxTokens != nil {
 		chat.MaxTokens = *r.MaxTokens
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -141,6 +142,11 @@ func (c *chatCheck) anthropic(ch provider.Chat) {
 		}
 	}
 	c.cacheControl("cache_control", ch.CacheControl)
+	if v := ch.AnthropicVersion; v != "" {
+		if _, err := time.Parse(time.DateOnly, v); err != nil {
+			c.add("anthropic_version", "must be a version date such as 2023-06-01")
+		}
+	}
 	if len(ch.Betas) > MaxBetas {
 		c.add("anthropic_beta", "must hold at most %d values", MaxBetas)
 	}
