@@ -207,6 +207,11 @@ func (r antRequest) task(hdr antHeader, count bool) (tasks.Request, antPaths, er
 	if r.MaxTokens != nil {
 		chat.MaxTokens = *r.MaxTokens
 	}
+	if t := r.Temperature; t != nil && (*t < 0 || *t > 1) {
+		// Anthropic's range, narrower than OpenAI's 0-2: a value Anthropic
+		// would refuse is refused here, whichever provider runs the call.
+		return tasks.Request{}, paths, antFieldError("temperature", "must be between 0 and 1")
+	}
 	chat.Temperature, chat.TopP, chat.TopK = r.Temperature, r.TopP, r.TopK
 	if len(r.StopSequences) > 0 {
 		chat.Stop = provider.Stop(r.StopSequences)

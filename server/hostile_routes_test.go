@@ -31,6 +31,9 @@ var hostileBodies = map[string]string{
 	"POST /v1/responses": `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"instructions":"be brief",` +
 		`"max_output_tokens":16,"metadata":{"m":"v"},"user":"u","tools":[{"type":"function","name":"f","description":"d","strict":false}],` +
 		`"tool_choice":"auto","text":{"format":{"type":"text"},"verbosity":"low"},"reasoning":{"effort":"low"},"store":true}`,
+	"POST /v1/messages": `{"model":"test-model","max_tokens":16,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],` +
+		`"temperature":0.5,"top_k":5,"stop_sequences":["x"],"metadata":{"user_id":"u"}}`,
+	"POST /v1/messages/count_tokens": `{"model":"test-model","system":"be brief","messages":[{"role":"user","content":"hi"}]}`,
 	// These read no body: they are sent the hostile bodies all the same.
 	"POST /v1/tasks/:id/cancel": ``,
 	"POST /v1/tasks/:id/rerun":  ``,
@@ -241,7 +244,11 @@ func TestHostileInputOnEveryRoute(t *testing.T) {
 				t.Fatalf("%s %s: %d %s, want %s", c.method, truncate([]byte(c.path)), r.status, truncate(r.body), wantStatus(c.status))
 			}
 			if r.status == 405 {
-				if code := problemField(t, r, "code"); code != "method_not_allowed" {
+				want := "method_not_allowed"
+				if strings.HasPrefix(c.path, "/v1/messages") {
+					want = "invalid_request_error" // Anthropic's envelope has types, not codes
+				}
+				if code := problemField(t, r, "code"); code != want {
 					t.Errorf("code %q, want method_not_allowed", code)
 				}
 			}
@@ -317,15 +324,26 @@ func problemField(t *testing.T, r response, what string) string {
 		Errors []struct {
 			Field string `json:"field"`
 		} `json:"errors"`
+		Type  string `json:"type"`
 		Error *struct {
-			Code  string  `json:"code"`
-			Param *string `json:"param"`
+			Code    string  `json:"code"`
+			Param   *string `json:"param"`
+			Type    string  `json:"type"`
+			Message string  `json:"message"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		t.Fatalf("error body %q is not JSON: %v", truncate(r.body), err)
 	}
 	switch {
+	case p.Type == "error" && p.Error != nil && what == "code":
+		// Anthropic's envelope: its type is the nearest thing to a code.
+		return p.Error.Type
+	case p.Type == "error" && p.Error != nil:
+		// Anthropic's envelope has no field member: the message names it
+		// first, "field: reason".
+		field, _, _ := strings.Cut(p.Error.Message, ": ")
+		return field
 	case p.Error != nil && what == "code":
 		return p.Error.Code
 	case p.Error != nil && p.Error.Param != nil:
