@@ -503,6 +503,9 @@ func (m Model) Missing(c provider.Chat) (capability, field string) {
 	if !m.Reasoning && c.ReasoningEffort != "" {
 		return CapabilityReasoning, "reasoning_effort"
 	}
+	if !m.Reasoning && c.Thinking.Asks() {
+		return CapabilityReasoning, "thinking"
+	}
 	return "", ""
 }
 

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,7 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error
 	return call{
 		hc:       c.hc,
 		url:      c.endpoint,
-		header:   c.headers(),
+		header:   c.headers(req.Chat),
 		payload:  body,
 		key:      req.IdempotencyKey,
 		classify: ClassifyAnthropic,
@@ -92,21 +93,25 @@ func (u anthropicUsage) usage() *Usage {
 }
 
 type anthropicMessage struct {
-	Type       string          `json:"type"`
-	Model      string          `json:"model"`
-	Content    json.RawMessage `json:"content"`
-	StopReason string          `json:"stop_reason"`
-	Usage      *anthropicUsage `json:"usage"`
-	Error      json.RawMessage `json:"error"`
+	Type         string          `json:"type"`
+	Model        string          `json:"model"`
+	Content      json.RawMessage `json:"content"`
+	StopReason   string          `json:"stop_reason"`
+	StopSequence *string         `json:"stop_sequence"`
+	Usage        *anthropicUsage `json:"usage"`
+	Error        json.RawMessage `json:"error"`
 }
 
 // anthropicAnswerBlock is a content block of an answer.
 type anthropicAnswerBlock struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"`
 }
 
 // anthropicFinish translates a stop_reason into OpenAI's finish_reason:
@@ -130,14 +135,46 @@ func anthropicFinish(stop string) string {
 	return stop
 }
 
+// AnthropicStopReason is the Anthropic stop_reason a finish reason stands
+// for: stop is end_turn, length max_tokens, tool_calls tool_use,
+// content_filter refusal; any other reason is its own. A Choice's
+// StopReason, when set, says more than this.
+func AnthropicStopReason(finish string) string {
+	switch finish {
+	case "stop", "":
+		return "end_turn"
+	case "length":
+		return "max_tokens"
+	case "tool_calls":
+		return "tool_use"
+	case "content_filter":
+		return "refusal"
+	}
+	return finish
+}
+
+// stopDetail is what a Choice keeps of stop beside its finish reason: the
+// stop reason when the finish reason does not say it, and the stop
+// sequence.
+func stopDetail(ch *Choice, stop string, sequence *string) {
+	if stop != "" && AnthropicStopReason(anthropicFinish(stop)) != stop {
+		ch.StopReason = stop
+	}
+	if sequence != nil {
+		ch.StopSequence = *sequence
+	}
+}
+
 // parseMessage turns a 2xx body into a Response, or into a *Error when it
 // holds no usable message. Text blocks make the content, tool_use blocks
 // the tool calls (arguments are the input object as compact JSON); thinking
-// blocks are the model's reasoning, not its answer, and are left out. An
-// answer with neither text nor tool calls is empty_output, or refusal when
-// Anthropic's classifiers stopped it; a refusal after some text is that
-// text with finish_reason content_filter, as OpenAI reports a filtered
-// answer.
+// and redacted_thinking blocks, the model's reasoning, are kept as parts
+// beside the text, in their order, their signatures and data unchanged, so
+// that a tool loop can send them back (the content is then parts rather
+// than one text). An answer with neither text nor tool calls is
+// empty_output, or refusal when Anthropic's classifiers stopped it; a
+// refusal after some text is that text with finish_reason content_filter,
+// as OpenAI reports a filtered answer.
 func parseMessage(status int, header http.Header, body []byte) (*Response, error) {
 	var m anthropicMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -154,12 +191,16 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 	if err := json.Unmarshal(m.Content, &blocks); err != nil {
 		return nil, malformed(status, err)
 	}
-	var text strings.Builder
+	var content answerContent
 	var calls []ToolCall
 	for _, bl := range blocks {
 		switch bl.Type {
 		case "text":
-			text.WriteString(bl.Text)
+			content.text(bl.Text)
+		case "thinking":
+			content.thinking(bl.Thinking, bl.Signature)
+		case "redacted_thinking":
+			content.redacted(bl.Data)
 		case "tool_use":
 			args, ok := argumentsObject(string(bl.Input))
 			if !ok {
@@ -168,10 +209,11 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 			calls = append(calls, ToolCall{ID: bl.ID, Type: "function", Function: FunctionCall{Name: bl.Name, Arguments: string(args)}})
 		}
 	}
-	r, err := anthropicAnswer(status, text.String(), calls, m.StopReason)
+	r, err := anthropicAnswer(status, &content, calls, m.StopReason)
 	if err != nil {
 		return nil, err
 	}
+	stopDetail(&r.Choices[0], m.StopReason, m.StopSequence)
 	r.Model = m.Model
 	if m.Usage != nil {
 		r.Usage = m.Usage.usage()
@@ -180,19 +222,69 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 }
 
 // anthropicAnswer is the one choice of an answer, or the *Error for an
-// answer that holds nothing.
-func anthropicAnswer(status int, text string, calls []ToolCall, stop string) (*Response, error) {
-	if strings.TrimSpace(text) == "" && len(calls) == 0 {
+// answer that holds nothing: no text and no tool calls (thinking alone is
+// no answer).
+func anthropicAnswer(status int, content *answerContent, calls []ToolCall, stop string) (*Response, error) {
+	if strings.TrimSpace(content.all.String()) == "" && len(calls) == 0 {
 		if stop == "refusal" {
 			return nil, &Error{Class: ClassRejected, Status: status, Code: CodeRefusal}
 		}
 		return nil, &Error{Class: ClassTransient, Status: status, Code: CodeEmptyOutput}
 	}
-	msg := Message{Role: "assistant", ToolCalls: calls}
-	if text != "" {
-		msg.Content = Text(text)
-	}
+	msg := Message{Role: "assistant", ToolCalls: calls, Content: content.content()}
 	return &Response{Choices: []Choice{{Message: msg, FinishReason: anthropicFinish(stop)}}, Status: status}, nil
+}
+
+// answerContent assembles an answer's content from its blocks: one text
+// when it holds only text, else its parts in order (text blocks apart).
+type answerContent struct {
+	all       strings.Builder // every text, joined
+	parts     []Part
+	reasoning bool // a thinking or redacted thinking block came
+}
+
+func (a *answerContent) text(s string) {
+	a.all.WriteString(s)
+	a.parts = append(a.parts, Part{Type: PartText, Text: s})
+}
+
+// textDelta appends s to the text block in progress (a new one when the
+// last part is not text).
+func (a *answerContent) textDelta(s string, start bool) {
+	if start || len(a.parts) == 0 || a.parts[len(a.parts)-1].Type != PartText {
+		a.parts = append(a.parts, Part{Type: PartText})
+	}
+	a.all.WriteString(s)
+	a.parts[len(a.parts)-1].Text += s
+}
+
+func (a *answerContent) thinking(text, signature string) {
+	a.reasoning = true
+	a.parts = append(a.parts, Part{Type: PartThinking, Thinking: text, Signature: signature})
+}
+
+func (a *answerContent) redacted(data string) {
+	a.reasoning = true
+	a.parts = append(a.parts, Part{Type: PartRedactedThinking, Data: data})
+}
+
+// last is the part in progress, nil when none.
+func (a *answerContent) last() *Part {
+	if len(a.parts) == 0 {
+		return nil
+	}
+	return &a.parts[len(a.parts)-1]
+}
+
+// content is the message content: the text alone when no reasoning came.
+func (a *answerContent) content() Content {
+	if a.reasoning {
+		return Content{Parts: a.parts}
+	}
+	if s := a.all.String(); s != "" {
+		return Text(s)
+	}
+	return Content{}
 }
 
 // ClassifyAnthropic classifies a non-2xx response from the Anthropic Messages
@@ -219,11 +311,16 @@ func anthropicCodes(f errorFields) (Class, string, bool) {
 	return preciseCode(f.detail)
 }
 
-func (c *Anthropic) headers() http.Header {
+// headers are the call's headers: the key, the version this adapter
+// speaks, and the client's anthropic-beta values.
+func (c *Anthropic) headers(chat Chat) http.Header {
 	h := http.Header{}
 	if c.apiKey != "" {
 		h.Set("x-api-key", c.apiKey)
 	}
-	h.Set("anthropic-version", AnthropicVersion)
+	h.Set("anthropic-version", cmp.Or(chat.AnthropicVersion, AnthropicVersion))
+	if len(chat.Betas) > 0 {
+		h.Set("anthropic-beta", strings.Join(chat.Betas, ","))
+	}
 	return h
 }

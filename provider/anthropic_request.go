@@ -24,9 +24,11 @@ type messagesRequest struct {
 	StopSequences []string               `json:"stop_sequences,omitempty"`
 	Temperature   *float64               `json:"temperature,omitempty"`
 	TopP          *float64               `json:"top_p,omitempty"`
+	TopK          *int                   `json:"top_k,omitempty"`
 	Thinking      *anthropicThinking     `json:"thinking,omitempty"`
 	OutputConfig  *anthropicOutputConfig `json:"output_config,omitempty"`
 	Metadata      *anthropicMetadata     `json:"metadata,omitempty"`
+	CacheControl  *CacheControl          `json:"cache_control,omitempty"`
 }
 
 // anthropicTurn is one message. Content is a string for a message of one
@@ -36,17 +38,24 @@ type anthropicTurn struct {
 	Content any    `json:"content"`
 }
 
-// anthropicBlock is a content block of a request: text, image, tool_use or
-// tool_result.
+// anthropicBlock is a content block of a request: text, image, tool_use,
+// tool_result, thinking or redacted_thinking. A thinking block always
+// carries its thinking and signature fields, the thinking possibly empty
+// (its display omitted).
 type anthropicBlock struct {
-	Type      string                `json:"type"`
-	Text      string                `json:"text,omitempty"`
-	Source    *anthropicImageSource `json:"source,omitempty"`
-	ID        string                `json:"id,omitempty"`
-	Name      string                `json:"name,omitempty"`
-	Input     json.RawMessage       `json:"input,omitempty"`
-	ToolUseID string                `json:"tool_use_id,omitempty"`
-	Content   any                   `json:"content,omitempty"` // tool_result: string or blocks
+	Type         string                `json:"type"`
+	Text         string                `json:"text,omitempty"`
+	Source       *anthropicImageSource `json:"source,omitempty"`
+	ID           string                `json:"id,omitempty"`
+	Name         string                `json:"name,omitempty"`
+	Input        json.RawMessage       `json:"input,omitempty"`
+	ToolUseID    string                `json:"tool_use_id,omitempty"`
+	Content      any                   `json:"content,omitempty"` // tool_result: string or blocks
+	IsError      bool                  `json:"is_error,omitempty"`
+	Thinking     *string               `json:"thinking,omitempty"`
+	Signature    *string               `json:"signature,omitempty"`
+	Data         string                `json:"data,omitempty"`
+	CacheControl *CacheControl         `json:"cache_control,omitempty"`
 }
 
 type anthropicImageSource struct {
@@ -57,10 +66,11 @@ type anthropicImageSource struct {
 }
 
 type anthropicTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
-	Strict      *bool           `json:"strict,omitempty"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	Strict       *bool           `json:"strict,omitempty"`
+	CacheControl *CacheControl   `json:"cache_control,omitempty"`
 }
 
 type anthropicToolChoice struct {
@@ -70,8 +80,9 @@ type anthropicToolChoice struct {
 }
 
 type anthropicThinking struct {
-	Type         string `json:"type"` // enabled
-	BudgetTokens int    `json:"budget_tokens"`
+	Type         string `json:"type"` // enabled, adaptive or disabled
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+	Display      string `json:"display,omitempty"`
 }
 
 type anthropicOutputConfig struct {
@@ -132,15 +143,18 @@ var _ Checker = (*Anthropic)(nil)
 //     (safety_identifier is refused).
 //   - temperature is carried when it is within Anthropic's 0 to 1; top_p is
 //     carried; stop becomes stop_sequences.
+//   - top_k, thinking and cache_control (Anthropic's own) are carried as
+//     they are; thinking beside a reasoning_effort other than none is
+//     refused (reasoning_effort: two ways of asking the same thing).
 //   - reasoning_effort becomes extended thinking, {"type": "enabled",
 //     "budget_tokens": N} with N from anthropicThinkingBudgets ("none" is
 //     no thinking, as Anthropic's default). The output limit must exceed the
 //     budget (refused otherwise: raising the limit would spend budget
 //     nobody set, shrinking the budget would not be the effort asked).
 //     Thinking excludes a temperature other than 1, a top_p below 0.95 and
-//     a forced tool choice (Anthropic refuses them), and an open tool loop:
-//     Anthropic then wants the thinking blocks of the turn that called the
-//     tools, which OpenAI messages cannot hold.
+//     a forced tool choice (Anthropic refuses them), and an open tool loop
+//     whose calling turn carries no thinking block: Anthropic then wants
+//     the thinking blocks of the turn that called the tools.
 //   - response_format json_schema becomes output_config.format, Anthropic's
 //     structured output, which always constrains the output (strict or
 //     not); the schema's name is a label the output does not depend on and
@@ -160,8 +174,15 @@ var _ Checker = (*Anthropic)(nil)
 //     message of tool_result blocks; an assistant's tool calls become
 //     tool_use blocks whose input is the arguments object, and its refusal a
 //     text block; image parts become image blocks, base64 from a data URL
-//     or by URL. A message name, a detail other than auto, an image outside
-//     a user or tool message are refused.
+//     or by URL; thinking and redacted_thinking parts of an assistant
+//     message become those blocks, in their place, signature and data
+//     unchanged; a tool message's is_error and cache_control go on its
+//     tool_result block, every other cache_control on its block or tool.
+//     A user message of parts that follows tool messages joins their
+//     turn, after the results, as Anthropic sends text beside tool
+//     results. A message name, a detail other than auto, an image outside
+//     a user or tool message, thinking outside an assistant message are
+//     refused.
 func anthropicBody(c Chat) (messagesRequest, *Unsupported) {
 	body := messagesRequest{Model: c.Model, MaxTokens: c.OutputLimit(), Messages: []anthropicTurn{}}
 	if u := anthropicParams(c, &body); u != nil {
@@ -220,7 +241,7 @@ func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
 	if t := c.Temperature; t != nil && (*t < 0 || *t > 1) {
 		return anthropicRefuses("temperature", "Anthropic's temperature ranges from 0 to 1")
 	}
-	body.Temperature, body.TopP = c.Temperature, c.TopP
+	body.Temperature, body.TopP, body.TopK, body.CacheControl = c.Temperature, c.TopP, c.TopK, c.CacheControl
 	if len(c.Stop) > 0 {
 		body.StopSequences = c.Stop
 	}
@@ -229,7 +250,13 @@ func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
 
 func anthropicThinkingFor(c Chat, body *messagesRequest) *Unsupported {
 	if c.ReasoningEffort == "" || c.ReasoningEffort == "none" {
+		if t := c.Thinking; t != nil {
+			body.Thinking = &anthropicThinking{Type: t.Type, BudgetTokens: t.BudgetTokens, Display: t.Display}
+		}
 		return nil
+	}
+	if c.Thinking != nil {
+		return anthropicRefuses("reasoning_effort", "Anthropic's thinking is already set by thinking; send one of the two")
 	}
 	budget, ok := anthropicThinkingBudgets[c.ReasoningEffort]
 	if !ok {
@@ -248,23 +275,34 @@ func anthropicThinkingFor(c Chat, body *messagesRequest) *Unsupported {
 	case c.ToolChoice != nil && (c.ToolChoice.Function != "" || c.ToolChoice.Mode == ToolChoiceRequired):
 		return anthropicRefuses("tool_choice", "Anthropic's thinking (reasoning_effort) cannot be combined with a forced tool choice")
 	case openToolLoop(c.Messages):
-		return anthropicRefuses("reasoning_effort", "Anthropic's thinking needs the thinking blocks of the turn that called the tools, which OpenAI messages cannot carry")
+		return anthropicRefuses("reasoning_effort", "Anthropic's thinking needs the thinking blocks of the turn that called the tools, and that turn carries none")
 	}
 	body.Thinking = &anthropicThinking{Type: "enabled", BudgetTokens: budget}
 	return nil
 }
 
-// openToolLoop reports whether the conversation ends in a tool loop: an
-// assistant turn with tool calls, followed only by tool results.
+// openToolLoop reports whether the conversation ends in a tool loop whose
+// calling turn carries no thinking block: an assistant turn with tool
+// calls, followed only by tool results.
 func openToolLoop(msgs []Message) bool {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		switch msgs[i].Role {
 		case "tool":
 			continue
 		case "assistant":
-			return len(msgs[i].ToolCalls) > 0
+			return len(msgs[i].ToolCalls) > 0 && !hasThinking(msgs[i].Content)
 		}
 		return false
+	}
+	return false
+}
+
+// hasThinking reports whether c holds a thinking or redacted thinking part.
+func hasThinking(c Content) bool {
+	for _, p := range c.Parts {
+		if p.Type == PartThinking || p.Type == PartRedactedThinking {
+			return true
+		}
 	}
 	return false
 }
@@ -303,6 +341,7 @@ func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
 		}
 		body.Tools = append(body.Tools, anthropicTool{
 			Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, Strict: t.Function.Strict,
+			CacheControl: t.CacheControl,
 		})
 	}
 	noParallel := c.ParallelToolCalls != nil && !*c.ParallelToolCalls
@@ -342,9 +381,15 @@ func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
 		if m.Name != "" {
 			return anthropicRefuses(at+".name", "Anthropic's messages have no name")
 		}
+		switch {
+		case m.IsError && m.Role != "tool":
+			return anthropicRefuses(at+".is_error", "Anthropic's is_error belongs on a tool result")
+		case m.CacheControl != nil && m.Role != "tool":
+			return anthropicRefuses(at+".cache_control", "Anthropic takes cache_control on a message's blocks, not on the message")
+		}
 		switch m.Role {
 		case "system", "developer":
-			blocks, u := anthropicBlocks(at, m.Content, false)
+			blocks, u := anthropicBlocks(at, m.Content, blocksSystem)
 			if u != nil {
 				return u
 			}
@@ -353,9 +398,15 @@ func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
 			}
 			body.System = append(body.System, blocks...)
 		case "user":
-			content, u := anthropicContent(at, m.Content, true)
+			content, u := anthropicContent(at, m.Content, blocksUser)
 			if u != nil {
 				return u
+			}
+			if blocks, ok := content.([]anthropicBlock); ok && i > 0 && msgs[i-1].Role == "tool" {
+				// Text beside tool results, in the results' turn.
+				last := &body.Messages[len(body.Messages)-1]
+				last.Content = append(last.Content.([]anthropicBlock), blocks...)
+				continue
 			}
 			body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: content})
 		case "assistant":
@@ -368,11 +419,11 @@ func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
 			if m.ToolCallID == "" {
 				return anthropicRefuses(at+".tool_call_id", "Anthropic's tool_result needs the id of the call it answers")
 			}
-			result, u := anthropicContent(at, m.Content, true)
+			result, u := anthropicContent(at, m.Content, blocksUser)
 			if u != nil {
 				return u
 			}
-			block := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: result}
+			block := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: result, IsError: m.IsError, CacheControl: m.CacheControl}
 			if s, ok := result.(string); ok && s == "" {
 				block.Content = nil
 			}
@@ -398,7 +449,7 @@ func anthropicAssistant(at string, m Message) (anthropicTurn, *Unsupported) {
 	if len(m.ToolCalls) == 0 && m.Refusal == "" && m.Content.Parts == nil {
 		return anthropicTurn{Role: "assistant", Content: m.Content.Text}, nil
 	}
-	blocks, u := anthropicBlocks(at, m.Content, false)
+	blocks, u := anthropicBlocks(at, m.Content, blocksAssistant)
 	if u != nil {
 		return anthropicTurn{}, u
 	}
@@ -414,7 +465,7 @@ func anthropicAssistant(at string, m Message) (anthropicTurn, *Unsupported) {
 			return anthropicTurn{}, anthropicRefuses(fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j),
 				"Anthropic's tool_use input must be a JSON object")
 		}
-		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input, CacheControl: tc.CacheControl})
 	}
 	return anthropicTurn{Role: "assistant", Content: blocks}, nil
 }
@@ -434,35 +485,58 @@ func argumentsObject(args string) (json.RawMessage, bool) {
 
 // anthropicContent is a message's content: its text as a string, or its
 // parts as blocks.
-func anthropicContent(at string, c Content, images bool) (any, *Unsupported) {
+func anthropicContent(at string, c Content, role blockRole) (any, *Unsupported) {
 	if c.Parts == nil {
 		return c.Text, nil
 	}
-	blocks, u := anthropicBlocks(at, c, images)
+	blocks, u := anthropicBlocks(at, c, role)
 	if u != nil {
 		return nil, u
 	}
 	return blocks, nil
 }
 
-// anthropicBlocks turns content parts into blocks; images only where
-// images is set. It returns no blocks for a content of one text.
-func anthropicBlocks(at string, c Content, images bool) ([]anthropicBlock, *Unsupported) {
+// blockRole is what blocks a message may hold: images come from users
+// and tools, thinking from the assistant.
+type blockRole int
+
+const (
+	blocksSystem blockRole = iota
+	blocksUser
+	blocksAssistant
+)
+
+// anthropicBlocks turns content parts into blocks, as role allows. It
+// returns no blocks for a content of one text.
+func anthropicBlocks(at string, c Content, role blockRole) ([]anthropicBlock, *Unsupported) {
 	blocks := []anthropicBlock{}
 	for j, p := range c.Parts {
 		pat := fmt.Sprintf("%s.content[%d]", at, j)
 		switch p.Type {
 		case PartText:
-			blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text})
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text, CacheControl: p.CacheControl})
 		case PartImage:
-			if !images {
+			if role != blocksUser {
 				return nil, anthropicRefuses(pat, "Anthropic takes images in user and tool messages only")
 			}
 			src, u := anthropicImage(pat, p.ImageURL)
 			if u != nil {
 				return nil, u
 			}
-			blocks = append(blocks, anthropicBlock{Type: "image", Source: src})
+			blocks = append(blocks, anthropicBlock{Type: "image", Source: src, CacheControl: p.CacheControl})
+		case PartThinking, PartRedactedThinking:
+			if role != blocksAssistant {
+				return nil, anthropicRefuses(pat, "Anthropic takes thinking blocks in assistant messages only")
+			}
+			if p.CacheControl != nil {
+				return nil, anthropicRefuses(pat+".cache_control", "Anthropic takes no cache_control on a thinking block")
+			}
+			if p.Type == PartRedactedThinking {
+				blocks = append(blocks, anthropicBlock{Type: p.Type, Data: p.Data})
+				continue
+			}
+			thinking, signature := p.Thinking, p.Signature
+			blocks = append(blocks, anthropicBlock{Type: p.Type, Thinking: &thinking, Signature: &signature})
 		default:
 			return nil, anthropicRefuses(pat+".type", "Anthropic's Messages API has no content part "+strconv.Quote(p.Type))
 		}

@@ -268,7 +268,7 @@ func TestAnthropicCheck(t *testing.T) {
 		}), &provider.Unsupported{Field: "tool_choice", Reason: "Anthropic's thinking (reasoning_effort) cannot be combined with a forced tool choice"}},
 		{"thinking in an open tool loop", with(func(c *provider.Chat) {
 			c.ReasoningEffort, c.MaxTokens, c.Tools, c.Messages = "minimal", 4096, []provider.Tool{noArgs}, toolLoop
-		}), &provider.Unsupported{Field: "reasoning_effort", Reason: "Anthropic's thinking needs the thinking blocks of the turn that called the tools, which OpenAI messages cannot carry"}},
+		}), &provider.Unsupported{Field: "reasoning_effort", Reason: "Anthropic's thinking needs the thinking blocks of the turn that called the tools, and that turn carries none"}},
 		{"json_object", with(func(c *provider.Chat) { c.ResponseFormat = &provider.ResponseFormat{Type: "json_object"} }),
 			&provider.Unsupported{Field: "response_format", Reason: "Anthropic's Messages API has no JSON mode without a schema; use json_schema"}},
 		{"json_schema description", with(func(c *provider.Chat) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 type anthropicStreamRequest struct {
@@ -21,10 +20,13 @@ type anthropicEvent struct {
 	} `json:"message"`
 	ContentBlock *anthropicAnswerBlock `json:"content_block"`
 	Delta        *struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
+		Type         string  `json:"type"`
+		Text         string  `json:"text"`
+		PartialJSON  string  `json:"partial_json"`
+		Thinking     string  `json:"thinking"`
+		Signature    string  `json:"signature"`
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
 	} `json:"delta"`
 	// Usage, on message_delta, holds cumulative counts; the input figures
 	// are present only when they changed since message_start.
@@ -41,15 +43,16 @@ type anthropicEvent struct {
 type anthropicStreamState struct {
 	onDelta func(Delta)
 	model   string
-	text    strings.Builder
+	content answerContent
 	calls   []ToolCall
 	// callOf maps a content block's index to its tool call's ordinal:
 	// OpenAI numbers tool calls, Anthropic numbers every block.
-	callOf map[int]int
-	finish string
-	usage  anthropicUsage
-	seen   bool   // some usage was reported
-	final  *Usage // the usage of a whole answer
+	callOf   map[int]int
+	finish   string
+	sequence *string // the stop sequence, when one ended the answer
+	usage    anthropicUsage
+	seen     bool   // some usage was reported
+	final    *Usage // the usage of a whole answer
 }
 
 func (s *anthropicStreamState) emit(d Delta) {
@@ -70,12 +73,7 @@ func (s *anthropicStreamState) event(data string) (done bool, err error) {
 			s.model, s.usage, s.seen = ev.Message.Model, ev.Message.Usage, true
 		}
 	case "content_block_start":
-		if ev.ContentBlock != nil && ev.ContentBlock.Type == "tool_use" {
-			n := len(s.calls)
-			s.callOf[ev.Index] = n
-			s.calls = append(s.calls, ToolCall{ID: ev.ContentBlock.ID, Type: "function", Function: FunctionCall{Name: ev.ContentBlock.Name}})
-			s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, ID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name}})
-		}
+		s.blockStart(ev)
 	case "content_block_delta":
 		if ev.Delta == nil {
 			break
@@ -83,8 +81,18 @@ func (s *anthropicStreamState) event(data string) (done bool, err error) {
 		switch ev.Delta.Type {
 		case "text_delta":
 			if ev.Delta.Text != "" {
-				s.text.WriteString(ev.Delta.Text)
+				s.content.textDelta(ev.Delta.Text, false)
 				s.emit(Delta{Content: ev.Delta.Text})
+			}
+		case "thinking_delta":
+			if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Thinking != "" {
+				p.Thinking += ev.Delta.Thinking
+				s.emit(Delta{Thinking: ev.Delta.Thinking})
+			}
+		case "signature_delta":
+			if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Signature != "" {
+				p.Signature += ev.Delta.Signature
+				s.emit(Delta{Signature: ev.Delta.Signature})
 			}
 		case "input_json_delta":
 			n, ok := s.callOf[ev.Index]
@@ -96,8 +104,6 @@ func (s *anthropicStreamState) event(data string) (done bool, err error) {
 				s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: ev.Delta.PartialJSON}})
 			}
 		}
-		// thinking_delta and signature_delta are the model's reasoning,
-		// not its answer.
 	case "content_block_stop":
 		// A call without arguments streams none; its arguments are the
 		// empty object, as in a whole answer.
@@ -107,7 +113,7 @@ func (s *anthropicStreamState) event(data string) (done bool, err error) {
 		}
 	case "message_delta":
 		if ev.Delta != nil && ev.Delta.StopReason != "" {
-			s.finish = ev.Delta.StopReason
+			s.finish, s.sequence = ev.Delta.StopReason, ev.Delta.StopSequence
 		}
 		if u := ev.Usage; u != nil {
 			s.seen = true
@@ -130,6 +136,39 @@ func (s *anthropicStreamState) event(data string) (done bool, err error) {
 	return false, nil
 }
 
+// blockStart opens a content block: a tool call (relayed with its id and
+// name), a text block, a thinking block (its text and signature follow as
+// deltas) or a redacted thinking block (relayed whole).
+func (s *anthropicStreamState) blockStart(ev anthropicEvent) {
+	b := ev.ContentBlock
+	if b == nil {
+		return
+	}
+	switch b.Type {
+	case "tool_use":
+		n := len(s.calls)
+		s.callOf[ev.Index] = n
+		s.calls = append(s.calls, ToolCall{ID: b.ID, Type: "function", Function: FunctionCall{Name: b.Name}})
+		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, ID: b.ID, Name: b.Name}})
+	case "text":
+		s.content.textDelta(b.Text, true)
+		if b.Text != "" {
+			s.emit(Delta{Content: b.Text})
+		}
+	case "thinking":
+		s.content.thinking(b.Thinking, b.Signature)
+		if b.Thinking != "" {
+			s.emit(Delta{Thinking: b.Thinking})
+		}
+		if b.Signature != "" {
+			s.emit(Delta{Signature: b.Signature})
+		}
+	case "redacted_thinking":
+		s.content.redacted(b.Data)
+		s.emit(Delta{RedactedThinking: b.Data})
+	}
+}
+
 // whole takes a server that answered a whole message instead of a stream:
 // its content and tool calls are relayed as deltas all at once.
 func (s *anthropicStreamState) whole(status int, header http.Header, b []byte) error {
@@ -138,16 +177,30 @@ func (s *anthropicStreamState) whole(status int, header http.Header, b []byte) e
 		return err
 	}
 	s.model = r.Model
-	msg := r.Choices[0].Message
-	if t := msg.Content.String(); t != "" {
-		s.text.WriteString(t)
-		s.emit(Delta{Content: t})
+	ch := r.Choices[0]
+	msg := ch.Message
+	if msg.Content.Parts == nil {
+		s.content.text(msg.Content.Text)
 	}
-	for n, tc := range msg.ToolCalls {
-		s.calls = append(s.calls, tc)
-		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+	for _, p := range msg.Content.Parts {
+		switch p.Type {
+		case PartText:
+			s.content.text(p.Text)
+		case PartThinking:
+			s.content.thinking(p.Thinking, p.Signature)
+		case PartRedactedThinking:
+			s.content.redacted(p.Data)
+		}
 	}
-	s.finish = r.Choices[0].FinishReason
+	relayWhole(&Response{Choices: []Choice{{Message: msg}}}, s.emit)
+	s.calls = msg.ToolCalls
+	s.finish = AnthropicStopReason(ch.FinishReason)
+	if ch.StopReason != "" {
+		s.finish = ch.StopReason
+	}
+	if ch.StopSequence != "" {
+		s.sequence = &ch.StopSequence
+	}
 	s.final = r.Usage
 	return nil
 }
@@ -156,29 +209,28 @@ func (s *anthropicStreamState) whole(status int, header http.Header, b []byte) e
 // failed (what arrived is in it), or with the *Error of an answer that
 // holds nothing.
 func (s *anthropicStreamState) response(status int, err error) (*Response, error) {
-	text := s.text.String()
-	msg := Message{Role: "assistant", ToolCalls: s.calls}
-	if text != "" {
-		msg.Content = Text(text)
-	}
+	msg := Message{Role: "assistant", ToolCalls: s.calls, Content: s.content.content()}
 	out := &Response{Model: s.model, Status: status, Usage: s.final,
 		Choices: []Choice{{Message: msg, FinishReason: anthropicFinish(s.finish)}}}
+	stopDetail(&out.Choices[0], s.finish, s.sequence)
 	if out.Usage == nil && s.seen {
 		out.Usage = s.usage.usage()
 	}
 	if err != nil {
 		return out, err
 	}
-	if _, err := anthropicAnswer(status, text, s.calls, s.finish); err != nil {
+	if _, err := anthropicAnswer(status, &s.content, s.calls, s.finish); err != nil {
 		return out, err
 	}
 	return out, nil
 }
 
 // Stream streams a Messages API answer: text_delta events become content
-// deltas; a tool_use block's start becomes a tool-call delta with its id and
-// name, and its input_json_delta fragments argument deltas, numbered by the
-// tool call's ordinal; message_start and message_delta carry the usage,
+// deltas; thinking_delta and signature_delta become thinking and signature
+// deltas, a redacted_thinking block one redacted thinking delta; a
+// tool_use block's start becomes a tool-call delta with its id and name,
+// and its input_json_delta fragments argument deltas, numbered by the tool
+// call's ordinal; message_start and message_delta carry the usage,
 // message_stop ends it. The Response is assembled as Complete's.
 func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
 	body, err := c.body(req)
@@ -187,7 +239,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 	}
 	s := &anthropicStreamState{onDelta: onDelta, callOf: map[int]int{}}
 	status, err := sseCall{
-		hc: c.hc, url: c.endpoint, header: c.headers(), payload: anthropicStreamRequest{messagesRequest: body, Stream: true},
+		hc: c.hc, url: c.endpoint, header: c.headers(req.Chat), payload: anthropicStreamRequest{messagesRequest: body, Stream: true},
 		key: req.IdempotencyKey, classify: ClassifyAnthropic,
 		onData: s.event,
 		whole:  s.whole,

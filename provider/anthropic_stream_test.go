@@ -67,9 +67,11 @@ func TestAnthropicStream(t *testing.T) {
 		wantErr     *provider.Error
 	}{
 		{
-			name: "interleaved text and two tool calls",
+			name: "thinking, interleaved text and two tool calls",
 			body: interleaved,
 			wantDeltas: []provider.Delta{
+				{Thinking: "Two tools."},
+				{Signature: "EqQBCgIYAhIM"},
 				{Content: "Checking "},
 				{ToolCall: &provider.ToolCallDelta{Index: 0, ID: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", Name: "get_weather"}},
 				{ToolCall: &provider.ToolCallDelta{Index: 0, Arguments: `{"city": "Pa`}},
@@ -80,7 +82,10 @@ func TestAnthropicStream(t *testing.T) {
 			},
 			want: &provider.Response{
 				Choices: []provider.Choice{{
-					Message:      provider.Message{Role: "assistant", Content: provider.Text("Checking and the time."), ToolCalls: calls},
+					Message: provider.Message{Role: "assistant", Content: provider.Content{Parts: []provider.Part{
+						{Type: "thinking", Thinking: "Two tools.", Signature: "EqQBCgIYAhIM"},
+						{Type: "text", Text: "Checking "}, {Type: "text", Text: "and the time."},
+					}}, ToolCalls: calls},
 					FinishReason: "tool_calls",
 				}},
 				Model:  "claude-sonnet-4-5-20250929",
@@ -120,6 +125,26 @@ func TestAnthropicStream(t *testing.T) {
 				Status:  200,
 			},
 			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 200, Code: "refusal"},
+		},
+		{
+			name: "redacted thinking, and a stop sequence",
+			body: sseEvents(streamStart,
+				`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va"}}`,
+				`content_block_stop {"type":"content_block_stop","index":0}`,
+				`content_block_start {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
+				`content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"one, two"}}`,
+				`content_block_stop {"type":"content_block_stop","index":1}`,
+				`message_delta {"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"three"},"usage":{"output_tokens":4}}`,
+				streamStop),
+			wantDeltas: []provider.Delta{{RedactedThinking: "EmwKAhgBEgy3va"}, {Content: "one, two"}},
+			want: &provider.Response{
+				Choices: []provider.Choice{{Message: provider.Message{Role: "assistant", Content: provider.Content{Parts: []provider.Part{
+					{Type: "redacted_thinking", Data: "EmwKAhgBEgy3va"}, {Type: "text", Text: "one, two"},
+				}}}, FinishReason: "stop", StopReason: "stop_sequence", StopSequence: "three"}},
+				Model:  "claude-sonnet-4-5-20250929",
+				Usage:  &provider.Usage{InputTokens: 2572, OutputTokens: 4, CachedInputTokens: 2000, CacheWriteTokens: 100},
+				Status: 200,
+			},
 		},
 		{
 			name:        "a whole message instead of a stream",

@@ -70,11 +70,13 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 			want:   withMeta(provider.TextResponse("hello", "stop"), "claude-real-2026", nil, 200),
 		},
 		{
-			name: "text blocks joined, thinking skipped, tool use a call, cache classes counted",
+			name: "thinking kept beside the text blocks, tool use a call, cache classes counted",
 			script: fake.Scripted{Body: body(`[{"type":"thinking","thinking":"hmm","signature":"x"},{"type":"text","text":"hel"},{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"text","text":"lo"}]`,
 				"max_tokens", `,"usage":{"input_tokens":3,"cache_creation_input_tokens":10,"cache_read_input_tokens":100,"output_tokens":2}`)},
 			want: withMeta(&provider.Response{Choices: []provider.Choice{{
-				Message: provider.Message{Role: "assistant", Content: provider.Text("hello"),
+				Message: provider.Message{Role: "assistant", Content: provider.Content{Parts: []provider.Part{
+					{Type: "thinking", Thinking: "hmm", Signature: "x"}, {Type: "text", Text: "hel"}, {Type: "text", Text: "lo"},
+				}},
 					ToolCalls: []provider.ToolCall{{ID: "t", Type: "function", Function: provider.FunctionCall{Name: "f", Arguments: "{}"}}}},
 				FinishReason: "length",
 			}}}, "claude-real-2026", &provider.Usage{InputTokens: 113, OutputTokens: 2, CachedInputTokens: 100, CacheWriteTokens: 10}, 200),
@@ -108,9 +110,13 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 			want:   withMeta(provider.TextResponse("I will", "content_filter"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
 		},
 		{
-			name:   "stop sequence is stop",
-			script: fake.Scripted{Body: body(`[{"type":"text","text":"one, two"}]`, "stop_sequence", usage)},
-			want:   withMeta(provider.TextResponse("one, two", "stop"), "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
+			name: "stop sequence is stop, the reason and the sequence kept beside it",
+			script: fake.Scripted{Body: strings.Replace(body(`[{"type":"text","text":"one, two"}]`, "stop_sequence", usage),
+				`"stop_sequence":null`, `"stop_sequence":"three"`, 1)},
+			want: withMeta(&provider.Response{Choices: []provider.Choice{{
+				Message: provider.Message{Role: "assistant", Content: provider.Text("one, two")}, FinishReason: "stop",
+				StopReason: "stop_sequence", StopSequence: "three",
+			}}}, "claude-real-2026", &provider.Usage{InputTokens: 3, OutputTokens: 2}, 200),
 		},
 		{
 			name:   "prompt cache read and written",

@@ -26,6 +26,12 @@ type Message struct {
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// Refusal, on an assistant message, is the model's refusal text.
 	Refusal string `json:"refusal,omitempty"`
+	// IsError, on a tool message, says the tool failed (Anthropic's
+	// tool_result is_error).
+	IsError bool `json:"is_error,omitempty"`
+	// CacheControl, on a tool message, marks its result as a prompt-cache
+	// breakpoint (Anthropic's cache_control on a tool_result block).
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
 }
 
 // Content is a message's content: one text, or a list of parts. Its JSON is
@@ -87,17 +93,58 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	return errors.New("content must be a string or an array of parts")
 }
 
-// Part types.
+// Part types. Thinking and redacted thinking are Anthropic's: the
+// reasoning blocks of an assistant turn, which a tool loop must send back
+// exactly as they came.
 const (
-	PartText  = "text"
-	PartImage = "image_url"
+	PartText             = "text"
+	PartImage            = "image_url"
+	PartThinking         = "thinking"
+	PartRedactedThinking = "redacted_thinking"
 )
 
-// Part is one part of a message's content: a text or an image.
+// Part is one part of a message's content: a text, an image, or (on an
+// assistant message) a thinking block with its signature or a redacted
+// thinking block with its data, both opaque and carried unchanged.
 type Part struct {
-	Type     string    `json:"type"`
-	Text     string    `json:"text,omitempty"`
-	ImageURL *ImageURL `json:"image_url,omitempty"`
+	Type      string    `json:"type"`
+	Text      string    `json:"text,omitempty"`
+	ImageURL  *ImageURL `json:"image_url,omitempty"`
+	Thinking  string    `json:"thinking,omitempty"`
+	Signature string    `json:"signature,omitempty"`
+	Data      string    `json:"data,omitempty"`
+	// CacheControl marks the part as a prompt-cache breakpoint
+	// (Anthropic's cache_control on a text or image block).
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
+}
+
+// CacheControl is Anthropic's prompt-cache breakpoint: the prompt up to
+// and including the block that carries it is cached, for TTL ("5m", the
+// default, or "1h").
+type CacheControl struct {
+	Type string `json:"type"` // ephemeral
+	TTL  string `json:"ttl,omitempty"`
+}
+
+// Thinking types.
+const (
+	ThinkingEnabled  = "enabled"
+	ThinkingAdaptive = "adaptive"
+	ThinkingDisabled = "disabled"
+)
+
+// ThinkingConfig is Anthropic's extended thinking: enabled with a token
+// budget, adaptive (the model decides how much), or disabled; Display
+// (summarized or omitted) says how the thinking comes back.
+type ThinkingConfig struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+	Display      string `json:"display,omitempty"`
+}
+
+// Asks reports whether t asks for thinking (enabled or adaptive).
+func (t *ThinkingConfig) Asks() bool {
+	return t != nil && t.Type != "" && t.Type != ThinkingDisabled
 }
 
 // ImageURL is an image by http(s) URL or base64 data URL.
@@ -111,6 +158,9 @@ type ToolCall struct {
 	ID       string       `json:"id"`
 	Type     string       `json:"type"` // function
 	Function FunctionCall `json:"function"`
+	// CacheControl marks the call as a prompt-cache breakpoint
+	// (Anthropic's cache_control on a tool_use block).
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
 }
 
 // FunctionCall names the function and carries its arguments as the JSON
@@ -124,6 +174,9 @@ type FunctionCall struct {
 type Tool struct {
 	Type     string      `json:"type"` // function
 	Function FunctionDef `json:"function"`
+	// CacheControl marks the tool definitions up to this one as a
+	// prompt-cache breakpoint (Anthropic's cache_control on a tool).
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
 }
 
 // FunctionDef describes a function tool. Parameters is a JSON Schema in
@@ -209,8 +262,9 @@ type JSONSchema struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
-// Params are the sampling and control parameters, under OpenAI's names.
-// A nil pointer or empty value was not sent, and is not sent on.
+// Params are the sampling and control parameters, under OpenAI's names
+// (top_k, which OpenAI lacks, under Anthropic's). A nil pointer or empty
+// value was not sent, and is not sent on.
 type Params struct {
 	Temperature      *float64       `json:"temperature,omitempty"`
 	TopP             *float64       `json:"top_p,omitempty"`
@@ -227,6 +281,9 @@ type Params struct {
 	SafetyIdentifier string `json:"safety_identifier,omitempty"`
 	ReasoningEffort  string `json:"reasoning_effort,omitempty"`
 	Verbosity        string `json:"verbosity,omitempty"`
+	// TopK samples from the K likeliest tokens only (Anthropic, Workers
+	// AI and many OpenAI-compatible servers).
+	TopK *int `json:"top_k,omitempty"`
 }
 
 // Stop is up to four stop sequences; a single string reads as a list of
@@ -272,6 +329,17 @@ type Chat struct {
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
 	Params
+	// Thinking is Anthropic's extended thinking (reasoning_effort is
+	// OpenAI's way of asking for reasoning; at most one of them is set).
+	Thinking *ThinkingConfig `json:"thinking,omitempty"`
+	// CacheControl is Anthropic's request-level prompt-cache breakpoint.
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
+	// AnthropicVersion is the anthropic-version the client sent, for
+	// Anthropic providers; empty sends the adapter's own.
+	AnthropicVersion string `json:"anthropic_version,omitempty"`
+	// Betas are the anthropic-beta values the client sent, for Anthropic
+	// providers (sent as the anthropic-beta header).
+	Betas []string                   `json:"anthropic_beta,omitempty"`
 	Extra map[string]json.RawMessage `json:"passthrough,omitempty"`
 }
 
@@ -312,6 +380,14 @@ type Choice struct {
 	// FinishReason is OpenAI's: stop, length, tool_calls or
 	// content_filter; adapters translate their provider's reasons.
 	FinishReason string
+	// StopReason is the provider's own reason when FinishReason does not
+	// determine it (Anthropic's stop_sequence or
+	// model_context_window_exceeded; see AnthropicStopReason); "" when it
+	// does.
+	StopReason string
+	// StopSequence is the stop sequence that ended the answer, when the
+	// provider says which.
+	StopSequence string
 	// Logprobs is the provider's logprobs object, when asked and given.
 	Logprobs json.RawMessage
 }
@@ -357,6 +433,12 @@ type Delta struct {
 	// ToolCall is a fragment of a tool call: the first fragment of a call
 	// carries its ID and Name, later ones more Arguments.
 	ToolCall *ToolCallDelta
+	// Thinking and Signature are fragments of an Anthropic thinking block:
+	// its text, then its signature, which ends the block.
+	// RedactedThinking is a whole redacted thinking block's data.
+	Thinking         string
+	Signature        string
+	RedactedThinking string
 }
 
 // ToolCallDelta is a fragment of the Index-th tool call of a choice.

@@ -26,6 +26,7 @@ type workersAIRequest struct {
 	MaxTokens      int                `json:"max_tokens,omitempty"`
 	Temperature    *float64           `json:"temperature,omitempty"`
 	TopP           *float64           `json:"top_p,omitempty"`
+	TopK           *int               `json:"top_k,omitempty"`
 	Seed           *int64             `json:"seed,omitempty"`
 	// Penalties take OpenAI's -2..2 on some models and 0..2 on others;
 	// the model's own validation answers for its range.
@@ -73,10 +74,12 @@ var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // Check returns an *Unsupported for the first field of c that Workers AI
 // cannot carry, or nil. Fields are taken in the order of Chat's JSON:
-// messages (each message's name, content parts, refusal and tool calls),
-// tools, tool_choice, parallel_tool_calls, response_format, then the
-// sampling and control parameters, then the passthrough fields in key
-// order. What it accepts, Complete translates:
+// messages (each message's name, content parts, refusal, tool calls,
+// is_error and cache_control), tools, tool_choice, parallel_tool_calls,
+// response_format, then the sampling and control parameters (top_k is
+// carried), thinking (unless disabled), cache_control and anthropic_beta,
+// then the passthrough fields in key order. What it accepts, Complete
+// translates:
 //   - developer messages become system messages;
 //   - an image part is carried only as a base64 data URL, with no detail
 //     but "auto";
@@ -112,6 +115,9 @@ func workersAIBody(chat Chat) (*workersAIRequest, error) {
 	for i, t := range chat.Tools {
 		if t.Type != "function" {
 			return nil, unsupported(fmt.Sprintf("tools[%d].type", i), "Workers AI takes only function tools")
+		}
+		if t.CacheControl != nil {
+			return nil, unsupported(fmt.Sprintf("tools[%d].cache_control", i), "Workers AI has no cache_control")
 		}
 		if t.Function.Strict != nil && *t.Function.Strict {
 			return nil, unsupported(fmt.Sprintf("tools[%d].function.strict", i), "Workers AI has no strict tool schemas")
@@ -156,6 +162,7 @@ func workersAIBody(chat Chat) (*workersAIRequest, error) {
 	}
 	p := chat.Params
 	body.Temperature, body.TopP, body.FrequencyPenalty, body.PresencePenalty = p.Temperature, p.TopP, p.FrequencyPenalty, p.PresencePenalty
+	body.TopK = p.TopK
 	if p.Seed != nil {
 		if *p.Seed < workersAIMinSeed || *p.Seed > workersAIMaxSeed {
 			return nil, unsupported("seed", "Workers AI takes a seed from 1 to 9999999999")
@@ -181,6 +188,12 @@ func workersAIBody(chat Chat) (*workersAIRequest, error) {
 		return nil, unsupported("reasoning_effort", "Workers AI has no reasoning_effort")
 	case p.Verbosity != "":
 		return nil, unsupported("verbosity", "Workers AI has no verbosity")
+	case chat.Thinking.Asks():
+		return nil, unsupported("thinking", "Workers AI has no extended thinking")
+	case chat.CacheControl != nil:
+		return nil, unsupported("cache_control", "Workers AI has no cache_control")
+	case len(chat.Betas) > 0:
+		return nil, unsupported("anthropic_beta", "Workers AI has no anthropic-beta")
 	}
 	if keys := slices.Sorted(maps.Keys(chat.Extra)); len(keys) > 0 {
 		return nil, unsupported(keys[0], "Workers AI has no "+keys[0])
@@ -201,8 +214,13 @@ func workersAIMessages(in []Message) ([]workersAIMessage, error) {
 		if role == "developer" {
 			role = "system"
 		}
-		if m.Name != "" {
+		switch {
+		case m.Name != "":
 			return nil, unsupported(at(".name"), "Workers AI messages carry no name")
+		case m.IsError:
+			return nil, unsupported(at(".is_error"), "Workers AI tool messages have no is_error")
+		case m.CacheControl != nil:
+			return nil, unsupported(at(".cache_control"), "Workers AI has no cache_control")
 		}
 		content, err := workersAIContent(m.Content, role == "tool", at)
 		if err != nil {
@@ -224,6 +242,9 @@ func workersAIMessages(in []Message) ([]workersAIMessage, error) {
 			for j, tc := range m.ToolCalls {
 				if tc.Type != "" && tc.Type != "function" {
 					return nil, unsupported(fmt.Sprintf("messages[%d].tool_calls[%d].type", i, j), "Workers AI takes only function calls")
+				}
+				if tc.CacheControl != nil {
+					return nil, unsupported(fmt.Sprintf("messages[%d].tool_calls[%d].cache_control", i, j), "Workers AI has no cache_control")
 				}
 				calls[tc.ID] = tc.Function.Name
 				b, err := marshalNoEscape(struct {
@@ -266,6 +287,9 @@ func workersAIContent(c Content, tool bool, at func(string) string) (Content, er
 	images := false
 	for j, p := range c.Parts {
 		field := fmt.Sprintf(".content[%d]", j)
+		if p.CacheControl != nil && p.Type != PartThinking && p.Type != PartRedactedThinking {
+			return Content{}, unsupported(at(field+".cache_control"), "Workers AI has no cache_control")
+		}
 		switch p.Type {
 		case PartText:
 		case PartImage:

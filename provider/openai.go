@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"reflect"
@@ -17,10 +18,15 @@ import (
 //
 // It sends a Chat as the client wrote it, since Chat is OpenAI's request
 // field for field, with Chat.Extra merged at the top level of the body.
-// Its Check refuses only a passthrough key that names a field Chat models
-// (or that the adapter sets itself, stream and stream_options): such a key
-// would override a field Tollgate validated, hashed and budgeted, so it
-// is never sent.
+// Anthropic's top-level top_k, thinking and cache_control go under those
+// names, as any top-level field the chat completions API lacks would go
+// as a passthrough field: OpenAI-compatible servers that know them (vLLM,
+// OpenRouter) act on them, and OpenAI answers for what it refuses. Its
+// Check refuses what chat completions have no place for at all (see
+// Check), and a passthrough key that names a field Chat models (or that
+// the adapter sets itself, stream and stream_options): such a key would
+// override a field Tollgate validated, hashed and budgeted, so it is
+// never sent.
 type OpenAI struct {
 	endpoint   string
 	embeddings string // the embeddings endpoint (embed.go)
@@ -50,10 +56,61 @@ func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 	}
 }
 
-// Check returns an *Unsupported for the first passthrough key, in sorted
-// order, that names a field of the request Tollgate models itself; nil
-// otherwise. Every other field is carried as is.
-func (c *OpenAI) Check(chat Chat) error { return checkPassthrough(chat.Extra) }
+// Check returns an *Unsupported for the first field chat completions
+// have no place for, or nil. Fields are taken in this order: messages, in
+// order (a thinking or redacted_thinking part, cache_control on a
+// message, part or tool call, a tool result's is_error, an image in a
+// tool result, a tool message without content), tools (cache_control),
+// anthropic_beta (a header of Anthropic's), then the first passthrough
+// key, in sorted order, that names a field of the request Tollgate models
+// itself. Every other field is carried as is.
+func (c *OpenAI) Check(chat Chat) error {
+	if u := openAIAnthropicFields(chat); u != nil {
+		return u
+	}
+	return checkPassthrough(chat.Extra)
+}
+
+// openAIAnthropicFields names the first of Anthropic's block-level fields
+// in chat, which chat completions cannot carry; nil when there is none.
+func openAIAnthropicFields(chat Chat) *Unsupported {
+	for i, m := range chat.Messages {
+		at := fmt.Sprintf("messages[%d]", i)
+		for j, p := range m.Content.Parts {
+			pat := fmt.Sprintf("%s.content[%d]", at, j)
+			switch {
+			case p.Type == PartThinking || p.Type == PartRedactedThinking:
+				return &Unsupported{Field: pat, Reason: "OpenAI's chat completions have no " + p.Type + " block"}
+			case p.CacheControl != nil:
+				return &Unsupported{Field: pat + ".cache_control", Reason: "OpenAI's chat completions have no cache_control (OpenAI caches prompts on its own)"}
+			case p.Type == PartImage && m.Role == "tool":
+				return &Unsupported{Field: pat, Reason: "OpenAI's tool messages hold text only"}
+			}
+		}
+		for j, tc := range m.ToolCalls {
+			if tc.CacheControl != nil {
+				return &Unsupported{Field: fmt.Sprintf("%s.tool_calls[%d].cache_control", at, j), Reason: "OpenAI's chat completions have no cache_control (OpenAI caches prompts on its own)"}
+			}
+		}
+		switch {
+		case m.CacheControl != nil:
+			return &Unsupported{Field: at + ".cache_control", Reason: "OpenAI's chat completions have no cache_control (OpenAI caches prompts on its own)"}
+		case m.IsError:
+			return &Unsupported{Field: at + ".is_error", Reason: "OpenAI's tool messages have no is_error"}
+		case m.Role == "tool" && m.Content.IsZero():
+			return &Unsupported{Field: at + ".content", Reason: "OpenAI's tool messages need content"}
+		}
+	}
+	for i, t := range chat.Tools {
+		if t.CacheControl != nil {
+			return &Unsupported{Field: fmt.Sprintf("tools[%d].cache_control", i), Reason: "OpenAI's chat completions have no cache_control (OpenAI caches prompts on its own)"}
+		}
+	}
+	if len(chat.Betas) > 0 {
+		return &Unsupported{Field: "anthropic_beta", Reason: "OpenAI's chat completions have no anthropic-beta"}
+	}
+	return nil
+}
 
 func checkPassthrough(extra map[string]json.RawMessage) error {
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
@@ -126,6 +183,9 @@ var openAIKnownFields = func() map[string]bool {
 // ClassRejected "invalid_request" with the *Unsupported as its cause, for
 // what Check refuses.
 func openAIBody(chat Chat, stream bool) (json.RawMessage, error) {
+	if u := openAIAnthropicFields(chat); u != nil {
+		return nil, rejectedLocally(u)
+	}
 	if err := checkPassthrough(chat.Extra); err != nil {
 		return nil, rejectedLocally(err)
 	}

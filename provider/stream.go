@@ -79,9 +79,19 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 }
 
 // relayWhole relays a whole answer, from a server that ignored "stream",
-// as the deltas a stream of it would have carried.
+// as the deltas a stream of it would have carried: its thinking first,
+// then its text, refusal and tool calls.
 func relayWhole(r *Response, onDelta func(Delta)) {
 	for _, ch := range r.Choices {
+		for _, p := range ch.Message.Content.Parts {
+			switch p.Type {
+			case PartThinking:
+				onDelta(Delta{Choice: ch.Index, Thinking: p.Thinking})
+				onDelta(Delta{Choice: ch.Index, Signature: p.Signature})
+			case PartRedactedThinking:
+				onDelta(Delta{Choice: ch.Index, RedactedThinking: p.Data})
+			}
+		}
 		if s := ch.Message.Content.String(); s != "" {
 			onDelta(Delta{Choice: ch.Index, Content: s})
 		}

@@ -21,7 +21,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, envOptions{})
+	// One keyless call per operation, from one address: more than the
+	// default limit of failed authentications a minute.
+	e := newEnv(t, envOptions{authFailures: 1000})
 	keys := map[accounts.Role]string{}
 	for _, r := range []accounts.Role{accounts.RoleClient, accounts.RoleSupport, accounts.RoleFinance, accounts.RoleAdmin} {
 		keys[r] = e.owner("own-"+string(r), r, 1_000_000)
@@ -61,6 +63,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /v1/budgets/{owner}/topups": `{"amount_micros": 1}`,
 		"PUT /v1/owners/{owner}/privacy":  `{"redaction_policy":"redact","body_retention_days":30,"metadata_retention_days":400}`,
 		"POST /v1/routes/{name}":          `{"input":{"product":"kettle"}}`,
+		"POST /v1/responses":              `{"model":"test-model","input":"hi"}`,
 	}
 	for _, op := range ops {
 		method, tmpl, _ := strings.Cut(op, " ")
@@ -71,6 +74,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 				taskID := ownTasks[role]
 				if whose == "other" {
 					owner, taskID = "other", otherTask.ID
+				}
+				if strings.HasPrefix(tmpl, "/v1/responses/") {
+					taskID = "resp_" + strings.ReplaceAll(taskID, "-", "") // the same task as a response
 				}
 				path = strings.NewReplacer("{id}", taskID, "{owner}", owner).Replace(path)
 				if whose == "other" && !strings.Contains(tmpl, "{") {

@@ -158,8 +158,8 @@ func TestEmbeddingsIdempotentReplay(t *testing.T) {
 	if diff := cmp.Diff(vectorsOf(t, first), vectorsOf(t, second)); diff != "" {
 		t.Errorf("replayed vectors differ (-first +second):\n%s", diff)
 	}
-	if first.Usage != second.Usage && first.Usage.PromptTokens != second.Usage.PromptTokens {
-		t.Errorf("usage %+v then %+v", first.Usage, second.Usage)
+	if first.Usage.PromptTokens != second.Usage.PromptTokens || first.Usage.TotalTokens != second.Usage.TotalTokens {
+		t.Errorf("usage %d/%d then %d/%d", first.Usage.PromptTokens, first.Usage.TotalTokens, second.Usage.PromptTokens, second.Usage.TotalTokens)
 	}
 	if raw1.Header.Get("X-Tollgate-Task-Id") != raw2.Header.Get("X-Tollgate-Task-Id") || raw2.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay headers: task %s vs %s, Idempotent-Replayed %q", raw1.Header.Get("X-Tollgate-Task-Id"),
@@ -207,7 +207,7 @@ func TestEmbeddingsReserveAndSettle(t *testing.T) {
 	e.expectScalars([]scalarCheck{
 		{"reservation", `SELECT amount_micros FROM budget_reservations WHERE task_id = $1 AND state = 'settled' AND NOT estimated`, 13},
 		{"reserve entry", `SELECT amount_micros FROM budget_ledger WHERE task_id = $1 AND kind = 'reserve'`, 13},
-		{"spend entry", `SELECT amount_micros FROM budget_ledger WHERE task_id = $1 AND kind = 'spend'`, 3},
+		{"settle entry", `SELECT amount_micros FROM budget_ledger WHERE task_id = $1 AND kind = 'settle'`, 3},
 		{"usage input", `SELECT input_tokens FROM usage_records WHERE task_id = $1 AND source = 'reported'`, 3},
 		{"usage output", `SELECT output_tokens FROM usage_records WHERE task_id = $1`, 0},
 		{"cost", `SELECT cost_micros FROM usage_records WHERE task_id = $1`, 3},

@@ -17,6 +17,9 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1 := e.Group("/v1")
 	v1.POST("/tasks", createTask(d), auth...)
 	v1.POST("/chat/completions", chatCompletions(d), auth...)
+	antAuth := []echo.MiddlewareFunc{authenticateAnthropic(d.Accounts, d.authLimit)}
+	v1.POST("/messages", createMessage(d), antAuth...)
+	v1.POST("/messages/count_tokens", countTokens(d), antAuth...)
 	v1.POST("/embeddings", embeddings(d), auth...)
 	v1.POST("/routes/:name", callRoute(d), auth...)
 	v1.GET("/models", modelsList(d), auth...)
@@ -36,4 +39,10 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1.GET("/budgets/:owner", getBudget(d), auth...)
 	v1.PUT("/budgets/:owner", putBudget(d), auth...)
 	v1.POST("/budgets/:owner/topups", postTopup(d), auth...)
+
+	// OpenAI's Responses API (responses.go).
+	v1.POST("/responses", createResponse(d), auth...)
+	v1.GET("/responses/:id", getResponse(d), auth...)
+	v1.POST("/responses/:id/cancel", cancelResponse(d), auth...)
+	v1.DELETE("/responses/:id", deleteResponse(d), auth...)
 }

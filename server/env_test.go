@@ -139,6 +139,7 @@ type envOptions struct {
 	metricsApart   bool          // server.Deps.MetricsElsewhere
 	passThrough    bool          // catalog pass_through: unknown model names go to the first provider
 	redactor       *redact.Redactor
+	authFailures   int // server.Deps.AuthFailures
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -255,7 +256,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Pool:   pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
-		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart,
+		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart, AuthFailures: o.authFailures,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

@@ -142,22 +142,23 @@ func TestInterruptedAttemptIsRecordedAsAmbiguous(t *testing.T) {
 	e.checkInvariants()
 }
 
-// A River run journals its attempt only with the outcome; the evidence of a
-// run that died mid-call is the entry River keeps in river_job.errors (the
-// rescuer's, for a killed process). Such a run is counted as an ambiguous
-// attempt before the call is repeated; a run that failed before calling
-// (its error says so) is not.
+// A River run commits its journal entry "sent" before its call, as every
+// run does; one that died mid-call (killed and rescued) or failed while
+// recording leaves the entry so, whatever River's job row says. Such a
+// call is counted as an ambiguous attempt before the call is repeated; a
+// run that failed before calling left no entry, and is not.
 func TestRiverRunThatDiedIsJournalledAsAmbiguous(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name          string
 		errorText     string
+		sent          bool // the run got as far as its call
 		wantAmbiguous int64
 		wantAttempts  int64
 	}{
-		{"killed mid-call and rescued", "Stuck job rescued by JobRescuer", 1, 2},
-		{"recording the outcome failed", "tasks: record outcome: conn closed", 1, 2},
-		{"failed before calling", "tollgate: no call made: tasks: begin attempt: conn closed", 0, 1},
+		{"killed mid-call and rescued", "Stuck job rescued by JobRescuer", true, 1, 2},
+		{"recording the outcome failed", "tasks: record outcome: conn closed", true, 1, 2},
+		{"failed before calling", "tasks: begin attempt: conn closed", false, 0, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,8 +166,9 @@ func TestRiverRunThatDiedIsJournalledAsAmbiguous(t *testing.T) {
 			e := newEnv(t, envOptions{noWorkers: true})
 			key := e.owner("acme", accounts.RoleClient, 1_000_000)
 			id := e.post(key, "k", taskBody("abcdefgh", 100), nil).task(t).ID
-			// What River leaves after run 1 ended that way: the attempt
-			// counter it committed at fetch, and the run's error entry.
+			// What run 1 leaves after it ended that way: River's attempt
+			// counter and the run's error entry and, if it got as far as
+			// its call, the journal entry it committed "sent" before it.
 			_, err := e.pool.Exec(t.Context(), `
 				UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'available',
 				       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', $2::text, 'trace', '')]
@@ -174,12 +176,21 @@ func TestRiverRunThatDiedIsJournalledAsAmbiguous(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.sent {
+				_, err := e.pool.Exec(t.Context(), `
+					WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+					           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1'))
+					UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid`, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 			e2 := restartWorkers(t, e)
 			task := e2.waitFinished(key, id)
 			if task.Status != tasks.StatusSucceeded || int64(task.Attempts) != tc.wantAttempts {
 				t.Fatalf("task = %s after %d attempts, want succeeded after %d", task.Status, task.Attempts, tc.wantAttempts)
 			}
-			if got := e.scalar(`SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'ambiguous' AND error_code = 'interrupted' AND river_error_attempt = 1`, id); got != tc.wantAmbiguous {
+			if got := e.scalar(`SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'ambiguous' AND error_code = 'interrupted' AND attempt = 1`, id); got != tc.wantAmbiguous {
 				t.Errorf("interrupted journal entries = %d, want %d", got, tc.wantAmbiguous)
 			}
 			if got := e.scalar(`SELECT count(*) FROM replay_records WHERE task_id = $1`, id); got != tc.wantAttempts {

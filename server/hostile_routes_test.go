@@ -28,9 +28,17 @@ var hostileBodies = map[string]string{
 	"PUT /v1/budgets/:owner":         `{"total_micros":1000,"period":"none","workloads":{"w":{"total_micros":5,"period":"none"}}}`,
 	"POST /v1/budgets/:owner/topups": `{"amount_micros":5,"workload":"","note":"n"}`,
 	"PUT /v1/owners/:owner/privacy":  `{"redaction_policy":"redact","body_retention_days":30,"metadata_retention_days":30}`,
+	"POST /v1/responses": `{"model":"test-model","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"instructions":"be brief",` +
+		`"max_output_tokens":16,"metadata":{"m":"v"},"user":"u","tools":[{"type":"function","name":"f","description":"d","strict":false}],` +
+		`"tool_choice":"auto","text":{"format":{"type":"text"},"verbosity":"low"},"reasoning":{"effort":"low"},"store":true}`,
+	"POST /v1/messages": `{"model":"test-model","max_tokens":16,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],` +
+		`"temperature":0.5,"top_k":5,"stop_sequences":["x"],"metadata":{"user_id":"u"}}`,
+	"POST /v1/messages/count_tokens": `{"model":"test-model","system":"be brief","messages":[{"role":"user","content":"hi"}]}`,
 	// These read no body: they are sent the hostile bodies all the same.
 	"POST /v1/tasks/:id/cancel": ``,
 	"POST /v1/tasks/:id/rerun":  ``,
+
+	"POST /v1/responses/:id/cancel": ``,
 }
 
 // freeForm are the members whose values any JSON may fill: only the
@@ -48,6 +56,8 @@ var numericQuery = map[string][]string{
 	"GET /v1/usage":     {"limit"},
 	"GET /v1/usage.csv": {"limit"},
 	"GET /v1/audit":     {"cursor"},
+
+	"GET /v1/responses/:id": {"starting_after"},
 }
 
 type hostileCase struct {
@@ -162,7 +172,7 @@ func TestHostileInputOnEveryRoute(t *testing.T) {
 			t.Errorf("%s takes a body but has no entry in hostileBodies", id)
 			continue
 		}
-		openai := r.path == "/v1/chat/completions"
+		openai := r.path == "/v1/chat/completions" || r.path == "/v1/responses"
 		generic := map[string]struct {
 			body   string
 			status int
@@ -234,7 +244,11 @@ func TestHostileInputOnEveryRoute(t *testing.T) {
 				t.Fatalf("%s %s: %d %s, want %s", c.method, truncate([]byte(c.path)), r.status, truncate(r.body), wantStatus(c.status))
 			}
 			if r.status == 405 {
-				if code := problemField(t, r, "code"); code != "method_not_allowed" {
+				want := "method_not_allowed"
+				if strings.HasPrefix(c.path, "/v1/messages") {
+					want = "invalid_request_error" // Anthropic's envelope has types, not codes
+				}
+				if code := problemField(t, r, "code"); code != want {
 					t.Errorf("code %q, want method_not_allowed", code)
 				}
 			}
@@ -310,15 +324,26 @@ func problemField(t *testing.T, r response, what string) string {
 		Errors []struct {
 			Field string `json:"field"`
 		} `json:"errors"`
+		Type  string `json:"type"`
 		Error *struct {
-			Code  string  `json:"code"`
-			Param *string `json:"param"`
+			Code    string  `json:"code"`
+			Param   *string `json:"param"`
+			Type    string  `json:"type"`
+			Message string  `json:"message"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		t.Fatalf("error body %q is not JSON: %v", truncate(r.body), err)
 	}
 	switch {
+	case p.Type == "error" && p.Error != nil && what == "code":
+		// Anthropic's envelope: its type is the nearest thing to a code.
+		return p.Error.Type
+	case p.Type == "error" && p.Error != nil:
+		// Anthropic's envelope has no field member: the message names it
+		// first, "field: reason".
+		field, _, _ := strings.Cut(p.Error.Message, ": ")
+		return field
 	case p.Error != nil && what == "code":
 		return p.Error.Code
 	case p.Error != nil && p.Error.Param != nil:

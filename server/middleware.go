@@ -102,18 +102,49 @@ func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 // authenticate requires Authorization: Bearer <key> on every route it wraps.
 // An address that keeps failing is slowed down (429) for a while.
 func authenticate(keys *accounts.Store, limit *authLimiter) echo.MiddlewareFunc {
+	return authenticateBy(keys, limit, bearerKey)
+}
+
+// authenticateAnthropic is authenticate for the Anthropic routes, whose
+// SDKs send the key as x-api-key: that header, or Authorization: Bearer
+// as on every other route. Both at once must name the same key.
+func authenticateAnthropic(keys *accounts.Store, limit *authLimiter) echo.MiddlewareFunc {
+	return authenticateBy(keys, limit, func(h http.Header) (string, bool) {
+		x := strings.TrimSpace(h.Get("x-api-key"))
+		bearer, ok := bearerKey(h)
+		switch {
+		case x == "":
+			return bearer, ok
+		case h.Get("Authorization") != "" && (!ok || bearer != x):
+			return "", false
+		}
+		return x, true
+	})
+}
+
+// bearerKey reads Authorization: Bearer <key>.
+func bearerKey(h http.Header) (string, bool) {
+	scheme, key, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(key), true
+}
+
+// authenticateBy authenticates the key keyOf reads from the request.
+func authenticateBy(keys *accounts.Store, limit *authLimiter, keyOf func(http.Header) (string, bool)) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			addr := c.RealIP()
 			if blocked, wait := limit.blocked(addr); blocked {
 				return tooManyAuthFailures(wait)
 			}
-			scheme, key, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
+			key, ok := keyOf(c.Request().Header)
+			if !ok {
 				limit.failed(addr)
 				return accounts.ErrUnauthenticated
 			}
-			p, err := keys.Authenticate(c.Request().Context(), strings.TrimSpace(key))
+			p, err := keys.Authenticate(c.Request().Context(), key)
 			if errors.Is(err, accounts.ErrUnauthenticated) {
 				limit.failed(addr)
 			}

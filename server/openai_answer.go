@@ -203,6 +203,10 @@ func (s *sse) send(v any) bool {
 // refusal, or a tool call's fragment (its first fragment carries id, type
 // and name; later ones more arguments).
 func (s *sse) delta(t tasks.Task, d provider.Delta) bool {
+	if d.Content == "" && d.Refusal == "" && d.ToolCall == nil {
+		// Thinking: chat completions have no place for it.
+		return !s.gone
+	}
 	s.open(t, d.Choice)
 	delta := map[string]any{}
 	if d.Content != "" {

@@ -215,6 +215,9 @@ const headerRetryCount = "X-Stainless-Retry-Count"
 func writeOAIError(c echo.Context, err error) int {
 	tries, _ := strconv.Atoi(c.Request().Header.Get(headerRetryCount))
 	a := oaiAnswerOf(err, min(max(tries, 0), 100))
+	if isResponsesRoute(c.Path()) {
+		a.param = respField(a.param, nil) // a provider names the chat's fields
+	}
 	if c.Path() == "/v1/embeddings" && a.param == "messages" {
 		a.param = "input" // an embedding's context is its input
 	}
@@ -234,5 +237,10 @@ func writeOAIError(c echo.Context, err error) int {
 
 // isOpenAIRoute reports whether errors on this route use OpenAI's envelope.
 func isOpenAIRoute(c echo.Context) bool {
-	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models" || c.Path() == "/v1/embeddings"
+	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models" || c.Path() == "/v1/embeddings" || isResponsesRoute(c.Path())
+}
+
+// isResponsesRoute reports whether path is one of OpenAI's Responses API.
+func isResponsesRoute(path string) bool {
+	return path == "/v1/responses" || strings.HasPrefix(path, "/v1/responses/")
 }

@@ -109,9 +109,12 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 			// The third try would be a call past the attempt bound.
 			retry: []string{"true", "true", "false"}, calls: 1},
 		{name: "rate limited: the provider's wait beyond the key's pause",
-			script: []fake.Scripted{{Status: 429, Headers: wait30, Body: rateLimited}}, pauseCap: 50 * time.Millisecond,
+			script: []fake.Scripted{{Status: 429, Headers: wait30, Body: rateLimited}}, pauseCap: 20 * time.Second,
 			status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", minWait: 25,
-			// The key's pause ends long before the SDK's retry would wait.
+			// The key's pause ends before the provider's wait, which the
+			// answer still asks for (an answer asking for the pause's
+			// 20 s would fail minWait), and long after this test has
+			// counted its calls: the task's next call waits for it.
 			opts:  []option.RequestOption{option.WithMaxRetries(0)},
 			retry: []string{"true"}, calls: 1},
 		{name: "rate limited, Anthropic", model: "backup-model",

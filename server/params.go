@@ -23,7 +23,7 @@ const (
 
 // readHeaders are the request headers handlers read (Authorization is the
 // authenticator's own, and a key is only ever hashed).
-var readHeaders = []string{"Idempotency-Key", "Prefer", "X-Reason"}
+var readHeaders = []string{"Idempotency-Key", "Prefer", "X-Reason", "anthropic-version", "anthropic-beta"}
 
 // checkParams refuses, before any handler runs (and before authentication), a query parameter, a path
 // parameter or a header Tollgate reads that holds a NUL, invalid UTF-8 or

@@ -167,7 +167,7 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 }
 
 // errorHandler renders every error as problem+json (OpenAI's envelope on
-// the OpenAI-compatible routes). Every 5xx, whatever the route, is logged
+// the OpenAI-compatible routes, Anthropic's on the Anthropic routes). Every 5xx, whatever the route, is logged
 // as an error, in full, on our side, with the trace id the client is told
 // to quote.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
@@ -181,6 +181,10 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		if isOpenAIRoute(c) {
 			logFailure(log, c, writeOAIError(c, err), err)
+			return
+		}
+		if isAnthropicRoute(c) {
+			logFailure(log, c, writeAnthropicError(c, err), err)
 			return
 		}
 		p := problemOf(err)

@@ -138,10 +138,10 @@ func TestFailedRecordingKeepsTheAnswer(t *testing.T) {
 				{"kept answers left", `SELECT count(*) FROM task_kept_answers`, 0},
 			})
 			if c.queueOnly {
-				// The failed run's entry in river_job.errors is explained
-				// by the recorded attempt, not taken for an interrupted call.
-				e.expectScalars([]scalarCheck{{"attempt naming the River run that called",
-					q(`SELECT count(*) FROM task_attempts WHERE task_id = '%s' AND river_error_attempt = 1`), 1}})
+				// The failed run's entry, committed "sent" before its call,
+				// is the one recorded, not taken for an interrupted call.
+				e.expectScalars([]scalarCheck{{"attempts taken for interrupted calls",
+					q(`SELECT count(*) FROM task_attempts WHERE task_id = '%s' AND error_code = 'interrupted'`), 0}})
 			}
 			e.checkInvariants()
 		})
@@ -149,10 +149,11 @@ func TestFailedRecordingKeepsTheAnswer(t *testing.T) {
 }
 
 // A task whose outcome was never recorded is not released uncharged by the
-// reaper: a call journalled "sent", an answer kept that cannot be opened,
-// or a River run that ended without recording may each have been charged,
-// and the task is settled as possibly charged for its reservation; no
-// kept answer outlives it.
+// reaper: a call journalled "sent" (by any run, a River run that failed
+// while recording included) or an answer kept that cannot be opened may
+// each have been charged, and the task is settled as possibly charged for
+// its reservation; no kept answer outlives it. A River run that failed
+// before calling left no entry, and the task is released.
 func TestReaperNeverReleasesAPossibleCallUncharged(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -165,15 +166,18 @@ func TestReaperNeverReleasesAPossibleCallUncharged(t *testing.T) {
 			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1'))
 			UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid`, true},
 		{"River run failed while recording", `
+			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1')),
+			     t AS (UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid)
 			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
 			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: record outcome: conn closed', 'trace', '')]
 			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, true},
 		{"answer kept", `
-			INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
-			VALUES ($1::uuid, 1, 1, false, 'test-model', now(), interval '1 second', '\x01')`, true},
+			INSERT INTO task_kept_answers (task_id, attempt, model, started_at, latency, answer_sealed)
+			VALUES ($1::uuid, 1, 'test-model', now(), interval '1 second', '\x01')`, true},
 		{"River run failed before calling", `
 			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
-			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tollgate: no call made: conn closed', 'trace', '')]
+			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: begin attempt: conn closed', 'trace', '')]
 			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, false},
 	}
 	for _, c := range cases {
@@ -234,22 +238,25 @@ func TestReaperRecordsAKeptAnswer(t *testing.T) {
 		wantCost   int64
 	}{
 		{"kept by a River run", `
-			WITH k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
-			           VALUES ($1::uuid, 1, 1, false, 'test-model', now(), interval '1 second', $2))
+			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1')),
+			     k AS (INSERT INTO task_kept_answers (task_id, attempt, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, 'test-model', now(), interval '1 second', $2)),
+			     t AS (UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid)
 			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
 			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: record outcome: conn closed', 'trace', '')]
 			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, 1, "reported", cost},
 		{"kept by a run on arrival", `
 			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
 			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1')),
-			     k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
-			           VALUES ($1::uuid, 1, NULL, true, 'test-model', now(), interval '1 second', $2))
+			     k AS (INSERT INTO task_kept_answers (task_id, attempt, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, 'test-model', now(), interval '1 second', $2))
 			UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid`, 1, "reported", cost},
 		{"kept after a call left sent", `
 			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
 			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1'), ($1::uuid, 2, 'default', 'test-model', $1::text || ':2')),
-			     k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
-			           VALUES ($1::uuid, 2, NULL, true, 'test-model', now(), interval '1 second', $2))
+			     k AS (INSERT INTO task_kept_answers (task_id, attempt, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 2, 'test-model', now(), interval '1 second', $2))
 			UPDATE tasks SET status = 'running', attempts = 2 WHERE id = $1::uuid`, 2, "possibly_charged", cost + reserved},
 	}
 	for _, c := range cases {
@@ -322,8 +329,11 @@ func TestReaperFailsATaskWhoseKeptAnswerCannotBeRecorded(t *testing.T) {
 	answer := `{"content":"` + theAnswer + `","finish_reason":"stop","status":200,"usage":{"input_tokens":6,"output_tokens":3}}`
 	for _, id := range ids {
 		if _, err := e.pool.Exec(t.Context(), `
-			WITH k AS (INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
-			           VALUES ($1::uuid, 1, 1, false, 'test-model', now(), interval '1 second', $2))
+			WITH a AS (INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
+			           VALUES ($1::uuid, 1, 'default', 'test-model', $1::text || ':1')),
+			     k AS (INSERT INTO task_kept_answers (task_id, attempt, model, started_at, latency, answer_sealed)
+			           VALUES ($1::uuid, 1, 'test-model', now(), interval '1 second', $2)),
+			     t AS (UPDATE tasks SET status = 'running', attempts = 1 WHERE id = $1::uuid)
 			UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'retryable',
 			       errors = ARRAY[jsonb_build_object('at', now(), 'attempt', 1, 'error', 'tasks: record outcome: conn closed', 'trace', '')]
 			WHERE id = (SELECT job_id FROM tasks WHERE id = $1::uuid)`, id, testSealer(t).Seal([]byte(answer), []byte(id))); err != nil {

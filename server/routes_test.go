@@ -83,7 +83,10 @@ func TestDraftReplyRouteErrorsAreStableCodes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{probeEvery: time.Hour})
+			// A throttle pauses the key for the provider's wait (30 s),
+			// not RetryMax's 50 ms default: the task's next call waits
+			// until long after the calls are counted.
+			e := newEnv(t, envOptions{probeEvery: time.Hour, retryMax: time.Minute})
 			if c.format != nil {
 				e.routes.Format = c.format
 			}

@@ -168,10 +168,10 @@ type scalarCheck struct {
 }
 
 // expectScalars runs each check's query and reports those that differ.
-func (e *env) expectScalars(checks []scalarCheck) {
+func (e *env) expectScalars(checks []scalarCheck, args ...any) {
 	e.t.Helper()
 	for _, c := range checks {
-		if got := e.scalar(c.sql); got != c.want {
+		if got := e.scalar(c.sql, args...); got != c.want {
 			e.t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -42,6 +42,10 @@ func createTask(d *Deps) echo.HandlerFunc {
 		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
 		}
+		if body.Conversation != nil {
+			// Set by POST /v1/responses only.
+			return badRequest(`Unknown field "conversation".`, tasks.FieldError{Field: "conversation", Message: "unknown field"})
+		}
 		if body.Embedding != nil {
 			return fieldErr("embedding", "is not a field of a task; POST /v1/embeddings makes embeddings")
 		}

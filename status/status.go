@@ -136,10 +136,12 @@ func collect[T any](ctx context.Context, q Querier, sql string, args ...any) ([]
 // unfinished jobs in, so an idle provider queue shows as zeros. It reads
 // river_job through its (state, queue, ...) index. A scheduled job is an
 // inline run's safety net when its task, found by the id in its args (the
-// primary key), is stored running with this job: a task a River run runs
-// is stored queued. A run on arrival has no job until it needs one: it is
-// a task stored running with none, found through the held reservations'
-// partial index and counted on the queue of its attempt's provider key.
+// primary key), is stored running with this job: a River run stores its
+// task running only while its job runs or waits to retry a run that could
+// not record, never while the job is scheduled (a snooze stores the task
+// queued). A run on arrival has no job until it needs one: it is a task
+// stored running with none, found through the held reservations' partial
+// index and counted on the queue of its attempt's provider key.
 const queuesSQL = `
 	WITH unfinished AS (
 		SELECT queue, state, created_at, scheduled_at,

@@ -31,20 +31,24 @@ func choicesOf(resp *provider.Response) []Choice {
 		if m.Role == "" {
 			m.Role = "assistant"
 		}
-		out[i] = Choice{Index: c.Index, Message: m, FinishReason: c.FinishReason, Logprobs: c.Logprobs}
+		out[i] = Choice{Index: c.Index, Message: m, FinishReason: c.FinishReason, Logprobs: c.Logprobs,
+			StopReason: c.StopReason, StopSequence: c.StopSequence}
 	}
 	return out
 }
 
 // richAnswer reports whether choices hold anything beyond the first
-// choice's text: only then is answer_sealed written.
+// choice's text and finish reason (tool calls, a refusal, parts such as
+// thinking, logprobs, a provider's own stop reason or stop sequence,
+// further choices): only then is answer_sealed written.
 func richAnswer(choices []Choice) bool {
 	if len(choices) > 1 {
 		return true
 	}
 	for _, c := range choices {
 		m := c.Message
-		if len(m.ToolCalls) > 0 || m.Refusal != "" || len(c.Logprobs) > 0 || m.Content.Parts != nil || m.Name != "" {
+		if len(m.ToolCalls) > 0 || m.Refusal != "" || len(c.Logprobs) > 0 || m.Content.Parts != nil || m.Name != "" ||
+			c.StopReason != "" || c.StopSequence != "" {
 			return true
 		}
 	}
@@ -72,6 +76,7 @@ func (r *Result) setAnswer(choices []Choice) {
 	}
 	first := choices[0].Message
 	r.Message, r.Logprobs = &first, choices[0].Logprobs
+	r.StopReason, r.StopSequence = choices[0].StopReason, choices[0].StopSequence
 	r.Choices = nil
 	if len(choices) > 1 {
 		r.Choices = choices
@@ -86,7 +91,8 @@ func (r *Result) answerChoices() []Choice {
 	if r.Message == nil {
 		return nil
 	}
-	return []Choice{{Message: *r.Message, FinishReason: r.FinishReason, Logprobs: r.Logprobs}}
+	return []Choice{{Message: *r.Message, FinishReason: r.FinishReason, Logprobs: r.Logprobs,
+		StopReason: r.StopReason, StopSequence: r.StopSequence}}
 }
 
 // seal seals the result's texts for task id: the output always, the rest
@@ -117,6 +123,7 @@ func (r *Result) seal(s *seal.Sealer, id string) {
 func (r Result) stored() Result {
 	out := r
 	out.Output, out.Message, out.Choices, out.Logprobs = "", nil, nil, nil
+	out.StopReason, out.StopSequence = "", ""
 	if r.Embedding != nil {
 		e := *r.Embedding
 		e.Vectors = nil

@@ -153,22 +153,14 @@ func (s *Service) applyEnd(ctx context.Context, at *applying, status Status, d d
 }
 
 // applyRetry queues the task again for the retry d decided: River's run
-// fails its job with the call's error, naming itself on the attempt; an
-// inline run's safety net is due after the backoff.
+// fails its job with the call's error (retryError); an inline run's
+// safety net is due after the backoff.
 func (s *Service) applyRetry(ctx context.Context, at *applying, d decision) error {
 	c := at.c
 	if err := s.later(ctx, at, &retryError{d.cause}, d.retryAfter); err != nil {
 		return err
 	}
 	c.failureLog().Info("attempt failed; will retry")
-	if !c.r.inline {
-		// This run fails the job to retry it; the entry River keeps for
-		// that in river_job.errors is this attempt.
-		if _, err := at.tx.Exec(ctx, `UPDATE task_attempts SET river_error_attempt = $3 WHERE task_id = $1 AND attempt = $2`,
-			c.b.task.ID, c.b.attempt, c.r.attempt); err != nil {
-			return err
-		}
-	}
 	return requeue(ctx, at.tx, c.b.task.ID, nil)
 }
 

@@ -190,7 +190,7 @@ func (s *Service) runOnArrival(a *admission, c *arrivalClaim) {
 			attribute.Int("tollgate.task.attempt", 1)))
 	t := a.task
 	t.Request = a.sub.Request
-	begun := &begunAttempt{task: t, attempt: 1, startAt: s.cfg.Now(), model: c.model, prov: c.prov, raw: a.sub.Request, sent: true}
+	begun := &begunAttempt{task: t, attempt: 1, startAt: s.cfg.Now(), model: c.model, prov: c.prov, raw: a.sub.Request}
 	r := inlineRun(a.id, a.args.TraceID, a.jobID, false)
 	r.netArgs, r.netQueue = a.args, a.opts.Queue
 	s.cfg.Metrics.RanOnArrival()

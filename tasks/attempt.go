@@ -18,9 +18,9 @@ import (
 )
 
 // begunAttempt is an attempt a run may make: the task, the model and
-// provider key it calls, its number in the journal, and where it came
-// from (a kept answer recorded instead of a call, an entry journalled
-// "sent" before it).
+// provider key it calls, and its number in the journal, where its entry
+// was committed "sent" before the call; or a kept answer recorded instead
+// of a call, under the number of the entry its call left "sent".
 type begunAttempt struct {
 	task    Task
 	attempt int
@@ -30,13 +30,9 @@ type begunAttempt struct {
 	prov    catalog.Provider
 	raw     Request // the unsealed request, in memory only
 	stream  *replay.StreamInfo
-	sent    bool // journalled as "sent" before the call (inline runs)
 	// keptKey is the attempt number of the answer's kept copy, 0 when
 	// none may exist: recording the attempt deletes the copy.
 	keptKey int
-	// riverRun is the River run whose entry in river_job.errors this
-	// attempt's record explains (an answer kept by a run that failed).
-	riverRun *int32
 	// fromKept is set when the attempt records an earlier run's kept
 	// answer instead of calling.
 	fromKept *keptCall
@@ -48,12 +44,10 @@ func (b *begunAttempt) providerKey() string { return fmt.Sprintf("%s:%d", b.task
 // attemptState is what decides whether a run may call the provider: the
 // task, its journal and its deadline.
 type attemptState struct {
-	task     Task
-	left     time.Duration // until the task's deadline
-	sent     int           // journal entries still "sent" (an inline run's, interrupted)
-	last     int           // the highest attempt number journalled
-	recorded []int32       // River runs named by their recorded attempts
-	jc       journalCounts
+	task Task
+	left time.Duration // until the task's deadline
+	last int           // the highest attempt number journalled
+	jc   journalCounts
 }
 
 // attemptStateSQL reads a task with its journal in one query; $1 is the
@@ -62,11 +56,9 @@ type attemptState struct {
 // the stored one's JSON would take 7.5 % of the server's CPU at 300 tasks/s.
 var attemptStateSQL = `
 	SELECT ` + strings.Replace(taskColumns, " request,", " '{}'::jsonb AS request,", 1) + `, GREATEST(tasks.deadline_at - now(), interval '0'),
-	       j.sent, j.last, j.recorded, j.counted, j.ambiguous
+	       j.last, j.counted, j.ambiguous
 	FROM tasks, LATERAL (
-		SELECT count(*) FILTER (WHERE a.state = 'sent') AS sent,
-		       COALESCE(max(a.attempt), 0) AS last,
-		       COALESCE(array_agg(a.river_error_attempt) FILTER (WHERE a.river_error_attempt IS NOT NULL), '{}') AS recorded,
+		SELECT COALESCE(max(a.attempt), 0) AS last,
 		       count(*) FILTER (WHERE ` + countsAgainstLimit + ` AND a.model = tasks.model) AS counted,
 		       count(*) FILTER (WHERE a.state = 'ambiguous') AS ambiguous
 		FROM task_attempts a WHERE a.task_id = tasks.id) j
@@ -98,7 +90,7 @@ func queryAttemptState(ctx context.Context, q querier, sql, id string) (attemptS
 func collectAttemptState(rows pgx.Rows) (attemptState, error) {
 	st, err := pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (attemptState, error) {
 		var st attemptState
-		t, err := scanTaskInto(r, &st.left, &st.sent, &st.last, &st.recorded, &st.jc.counted, &st.jc.ambiguous)
+		t, err := scanTaskInto(r, &st.left, &st.last, &st.jc.counted, &st.jc.ambiguous)
 		st.task = t
 		return st, err
 	})
@@ -108,82 +100,13 @@ func collectAttemptState(rows pgx.Rows) (attemptState, error) {
 	return st, err
 }
 
-// beginAttempt decides whether the task may call the provider now. It
-// returns the begun attempt, or nil and what the job should do instead (nil
-// when the task is finished, or a snooze). Errors are noCallErrors.
-//
-// A River run on the happy path writes nothing here: its attempt is
-// journalled when its outcome is recorded, and River's job row (attempt
-// counter and errors, committed by the fetch and by River when a run
-// fails) is the evidence of a run that may have called and died. Anything
-// else, an interrupted run to record, a failure, a cancel, a closed gate or
-// a probe to claim, takes the transactional path. An inline run (a streamed
-// task, which has no River run to read) always does, and commits its
-// journal entry as "sent" before the call.
-func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt, after, err error) {
-	if !r.inline {
-		begun, err := s.beginQuick(ctx, r)
-		if err != nil {
-			return nil, nil, &noCallError{fmt.Errorf("tasks: begin attempt: %w", err)}
-		}
-		if begun != nil {
-			return begun, nil, nil
-		}
-	}
-	begun, after, err = s.beginTx(ctx, r)
-	if err != nil {
-		return nil, nil, &noCallError{err}
-	}
-	return begun, after, nil
-}
-
-// beginQuick is a River run's happy path: two reads in one round trip and
-// no transaction. It returns nil when the transactional path must decide.
-func (s *Service) beginQuick(ctx context.Context, r *run) (*begunAttempt, error) {
-	// The gate read is the job's queue's provider key: the key the task
-	// runs on, unless a fallback moved it, which the check below catches.
-	var st attemptState
-	var mode gate.Mode
-	b := &pgx.Batch{}
-	b.Queue(attemptStateSQL, r.taskID).Query(func(rows pgx.Rows) (err error) {
-		st, err = collectAttemptState(rows)
-		return err
-	})
-	gate.QueuePeek(b, r.providerKey, &mode)
-	err := s.pool.SendBatch(ctx, b).Close()
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	t := st.task
-	facts := startFacts{run: runQueued, cancelRequested: t.CancelRequested, left: st.left, counted: st.jc.counted,
-		ambiguous: st.jc.ambiguous, maxAttempts: s.maxAttemptsOf(t), runsLeft: r.attempt < r.maxAttempts}
-	if t.Status.Final() || st.sent > 0 || len(unrecordedRuns(r.errors, st.recorded)) > 0 ||
-		decideStart(facts, s.cfg.AmbiguousRetries).next != stepCall {
-		return nil, nil
-	}
-	m, prov, err := s.modelOf(t)
-	if err != nil {
-		return nil, nil
-	}
-	raw, err := s.rawRequest(t)
-	if err != nil {
-		return nil, nil
-	}
-	if m.Provider != r.providerKey || mode != gate.Closed {
-		return nil, nil
-	}
-	t.Request = raw
-	return &begunAttempt{task: t, attempt: st.last + 1, startAt: s.cfg.Now(), model: m, prov: prov, raw: raw}, nil
-}
-
-// beginTx is beginAttempt's transactional path: with the task locked, it
-// records interrupted runs, fails, cancels, snoozes or completes what must
-// not call, and claims the breaker's probe. An inline run's journal entry is
-// committed here as "sent" before its call.
-func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, after error, err error) {
+// beginAttempt decides, in a transaction with the task locked, whether
+// run r may call the provider now: it records interrupted calls, fails,
+// cancels, snoozes or completes what must not call, claims the breaker's
+// probe, and commits the attempt's journal entry as "sent" before the
+// call. It returns the begun attempt, or nil and what the job should do
+// instead (nil when the task is finished, or a snooze).
+func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt, after error, err error) {
 	var got beginning
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		got, err = s.beginLocked(ctx, tx, r)
@@ -196,14 +119,14 @@ func (s *Service) beginTx(ctx context.Context, r *run) (begun *begunAttempt, aft
 	return got.attempt, got.after, nil
 }
 
-// beginning is what beginTx's transaction came to.
+// beginning is what beginAttempt's transaction came to.
 type beginning struct {
 	attempt *begunAttempt // the attempt to make; nil for none
 	after   error         // what the job does instead of calling: nil (finished) or a snooze
 	final   *outcome      // the task's end, when it ended here
 }
 
-// beginLocked is beginTx's transaction, tx.
+// beginLocked is beginAttempt's transaction, tx.
 func (s *Service) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning, error) {
 	t, err := lockTask(ctx, tx, r.taskID)
 	if errors.Is(err, ErrNotFound) {
@@ -229,7 +152,7 @@ func (s *Service) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning
 	if err != nil {
 		return beginning{}, err
 	}
-	if err := s.markInterrupted(ctx, tx, b, r, kept); err != nil {
+	if err := s.markInterrupted(ctx, tx, b, r.traceID, kept); err != nil {
 		return beginning{}, err
 	}
 	if len(kept) > 0 {
@@ -264,10 +187,9 @@ func (s *Service) attemptOn(t Task) (*begunAttempt, error) {
 	return &begunAttempt{task: t, model: m, prov: prov, raw: raw}, nil
 }
 
-// beginCall decides, with b's task locked and its interrupted runs
+// beginCall decides, with b's task locked and its interrupted calls
 // recorded, whether b calls now (decideStart, then the gate, then
-// decideAdmitted), and numbers it if so. An inline run's entry is
-// journalled "sent" here.
+// decideAdmitted), and if so numbers it and journals it "sent".
 func (s *Service) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAttempt) (beginning, error) {
 	t := b.task
 	st, err := readAttemptState(ctx, tx, t.ID)
@@ -292,14 +214,13 @@ func (s *Service) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAtte
 		return s.applyStart(ctx, tx, r, t, d, st.left)
 	}
 	b.attempt, b.startAt, b.probe = st.last+1, s.cfg.Now(), pass.Probe
-	if !r.inline {
-		return beginning{attempt: b}, nil // journalled with its outcome, like the quick path's
-	}
 	return beginning{attempt: b}, s.journalSent(ctx, tx, b)
 }
 
-// journalSent commits b's journal entry as "sent" before its call, and
-// shows its task running.
+// journalSent writes b's journal entry as "sent", committed before its
+// call, and stores its task running: a call may be in flight until the
+// outcome's recording updates the entry, and a later run that finds it
+// still "sent" counts the call as possibly made (markInterrupted).
 func (s *Service) journalSent(ctx context.Context, tx pgx.Tx, b *begunAttempt) error {
 	t, n, m := b.task, b.attempt, b.model
 	err := tx.QueryRow(ctx, `
@@ -312,7 +233,7 @@ func (s *Service) journalSent(ctx context.Context, tx pgx.Tx, b *begunAttempt) e
 	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'running', attempts = $2, updated_at = now() WHERE id = $1`, t.ID, n); err != nil {
 		return err
 	}
-	b.task.Attempts, b.sent = n, true
+	b.task.Attempts = n
 	return nil
 }
 

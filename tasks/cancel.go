@@ -38,8 +38,10 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 }
 
 // cancelTx cancels the owner's task id in tx, or marks it when a call of
-// it may be in flight. It returns the task's end, to be announced once tx
-// commits, nil when the task is only marked.
+// it may be in flight (the task is stored running: its entry is "sent")
+// or a run of it may be about to begin one (its job is running). It
+// returns the task's end, to be announced once tx commits, nil when the
+// task is only marked.
 func (s *Service) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*outcome, error) {
 	t, err := lockTask(ctx, tx, id)
 	if err != nil {
@@ -69,8 +71,8 @@ func (s *Service) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*o
 	return &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}, err
 }
 
-// jobRunning reports whether the River job jobID is running, a call of its
-// task possibly in flight, and holds the job's row until tx ends
+// jobRunning reports whether the River job jobID is running, a run of its
+// task possibly about to call, and holds the job's row until tx ends
 // (lockJobState). A job that exists and is not running is canceled in tx
 // with its task, so that no worker picks it up afterwards.
 func (s *Service) jobRunning(ctx context.Context, tx pgx.Tx, jobID int64) (bool, error) {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -33,7 +34,15 @@ const (
 	MaxChoices = 128
 	// MaxTopLogprobs bounds top_logprobs.
 	MaxTopLogprobs = 20
+	// MaxBetas bounds the anthropic-beta values of one request.
+	MaxBetas = 32
+	// MinThinkingBudget is the smallest thinking budget Anthropic takes.
+	MinThinkingBudget = 1024
 )
+
+// betaPattern is what an anthropic-beta value looks like
+// ("interleaved-thinking-2025-05-14").
+var betaPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,100}$`)
 
 // namePattern is what OpenAI accepts as a function or schema name.
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -49,6 +58,9 @@ var (
 	imageDetails     = set("", "auto", "low", "high")
 	toolChoiceModes  = set(provider.ToolChoiceNone, provider.ToolChoiceAuto, provider.ToolChoiceRequired)
 	formatTypes      = set(provider.FormatText, provider.FormatJSONObject, provider.FormatJSONSchema)
+	cacheTTLs        = set("", "5m", "1h")
+	thinkingTypes    = set(provider.ThinkingEnabled, provider.ThinkingAdaptive, provider.ThinkingDisabled)
+	thinkingDisplays = set("", "summarized", "omitted")
 )
 
 func set(names ...string) map[string]bool {
@@ -100,8 +112,65 @@ func checkChat(ch provider.Chat) []FieldError {
 	c.tools(ch)
 	c.responseFormat(ch.ResponseFormat)
 	c.params(ch.Params)
+	c.anthropic(ch)
 	c.extra(ch.Extra)
 	return c.fe
+}
+
+// anthropic checks Anthropic's own request fields: thinking, the
+// request's cache_control, the anthropic-beta values.
+func (c *chatCheck) anthropic(ch provider.Chat) {
+	if t := ch.Thinking; t != nil {
+		switch {
+		case !thinkingTypes[t.Type]:
+			c.add("thinking.type", "must be enabled, adaptive or disabled")
+		case t.Type == provider.ThinkingEnabled && t.BudgetTokens < MinThinkingBudget:
+			c.add("thinking.budget_tokens", "must be at least %d", MinThinkingBudget)
+		case t.Type == provider.ThinkingEnabled && ch.OutputLimit() > 0 && t.BudgetTokens >= ch.OutputLimit():
+			c.add("thinking.budget_tokens", "must be below max_tokens (%d)", ch.OutputLimit())
+		case t.Type != provider.ThinkingEnabled && t.BudgetTokens != 0:
+			c.add("thinking.budget_tokens", "is only allowed with type enabled")
+		}
+		switch {
+		case !thinkingDisplays[t.Display]:
+			c.add("thinking.display", "must be summarized or omitted")
+		case t.Display != "" && t.Type == provider.ThinkingDisabled:
+			c.add("thinking.display", "is not allowed with type disabled")
+		}
+		if t.Asks() && ch.ReasoningEffort != "" && ch.ReasoningEffort != "none" {
+			c.add("thinking", "set either thinking or reasoning_effort, not both")
+		}
+	}
+	c.cacheControl("cache_control", ch.CacheControl)
+	if v := ch.AnthropicVersion; v != "" {
+		if _, err := time.Parse(time.DateOnly, v); err != nil {
+			c.add("anthropic_version", "must be a version date such as 2023-06-01")
+		}
+	}
+	if len(ch.Betas) > MaxBetas {
+		c.add("anthropic_beta", "must hold at most %d values", MaxBetas)
+	}
+	for i, b := range ch.Betas {
+		if !betaPattern.MatchString(b) {
+			c.add(fmt.Sprintf("anthropic_beta[%d]", i), "must be 1-100 letters, digits, dots, underscores or dashes")
+		}
+	}
+	if k := ch.TopK; k != nil && *k < 0 {
+		c.add("top_k", "must not be negative")
+	}
+}
+
+// cacheControl checks a prompt-cache breakpoint, when given.
+func (c *chatCheck) cacheControl(at string, cc *provider.CacheControl) {
+	if cc == nil {
+		return
+	}
+	if cc.Type != "ephemeral" {
+		c.add(at+".type", `must be "ephemeral"`)
+	}
+	if !cacheTTLs[cc.TTL] {
+		c.add(at+".ttl", "must be 5m or 1h")
+	}
 }
 
 // messages checks each message in turn; a tool message must answer a
@@ -119,6 +188,13 @@ func (c *chatCheck) messages(msgs []provider.Message) {
 		if m.Refusal != "" && m.Role != "assistant" {
 			c.add(at+".refusal", "only an assistant message carries a refusal")
 		}
+		if m.IsError && m.Role != "tool" {
+			c.add(at+".is_error", "only a tool message carries is_error")
+		}
+		if m.CacheControl != nil && m.Role != "tool" {
+			c.add(at+".cache_control", "only a tool message carries cache_control; put it on a content part")
+		}
+		c.cacheControl(at+".cache_control", m.CacheControl)
 		c.toolCalls(at, m.ToolCalls, calls)
 		c.toolCallID(at, m, calls)
 	}
@@ -133,10 +209,12 @@ func (c *chatCheck) role(at string, m provider.Message) {
 }
 
 // content checks that a message says something: an assistant message may
-// instead carry tool calls or a refusal alone.
+// instead carry tool calls or a refusal alone, and a tool result may be
+// empty (a tool that returned nothing).
 func (c *chatCheck) content(at string, m provider.Message) {
 	switch {
 	case m.Role == "assistant" && m.Content.IsZero() && (len(m.ToolCalls) > 0 || m.Refusal != ""):
+	case m.Role == "tool" && m.Content.IsZero():
 	case m.Content.IsZero():
 		c.add(at+".content", "must not be empty")
 	case m.Content.Parts != nil && len(m.Content.Parts) == 0:
@@ -162,6 +240,7 @@ func (c *chatCheck) toolCalls(at string, tcs []provider.ToolCall, seen map[strin
 		if tc.Function.Name == "" {
 			c.add(tat+".function.name", "must not be empty")
 		}
+		c.cacheControl(tat+".cache_control", tc.CacheControl)
 	}
 }
 
@@ -179,19 +258,35 @@ func (c *chatCheck) toolCallID(at string, m provider.Message, seen map[string]bo
 }
 
 // parts checks a content's parts: text everywhere, images only from the
-// user.
+// user or a tool, thinking blocks only from the assistant, each field on
+// the part type it belongs to.
 func (c *chatCheck) parts(at, role string, parts []provider.Part) {
 	for j, p := range parts {
 		pat := fmt.Sprintf("%s[%d]", at, j)
+		c.partFields(pat, p)
 		switch p.Type {
 		case provider.PartText:
 			if p.ImageURL != nil {
 				c.add(pat+".image_url", "belongs on a part of type image_url")
 			}
-		case provider.PartImage:
-			if role != "user" {
-				c.add(pat+".type", "images are only accepted on user messages")
+			c.cacheControl(pat+".cache_control", p.CacheControl)
+		case provider.PartThinking, provider.PartRedactedThinking:
+			switch {
+			case role != "assistant":
+				c.add(pat+".type", "thinking blocks are only accepted on assistant messages")
+			case p.Type == provider.PartThinking && p.Signature == "":
+				c.add(pat+".signature", "must not be empty")
+			case p.Type == provider.PartRedactedThinking && p.Data == "":
+				c.add(pat+".data", "must not be empty")
 			}
+			if p.CacheControl != nil {
+				c.add(pat+".cache_control", "is not allowed on a thinking block")
+			}
+		case provider.PartImage:
+			if role != "user" && role != "tool" {
+				c.add(pat+".type", "images are only accepted on user and tool messages")
+			}
+			c.cacheControl(pat+".cache_control", p.CacheControl)
 			if p.Text != "" {
 				c.add(pat+".text", "belongs on a part of type text")
 			}
@@ -206,8 +301,27 @@ func (c *chatCheck) parts(at, role string, parts []provider.Part) {
 				c.add(pat+".image_url.detail", "must be auto, low or high")
 			}
 		default:
-			c.add(pat+".type", "must be text or image_url")
+			c.add(pat+".type", "must be text, image_url, thinking or redacted_thinking")
 		}
+	}
+}
+
+// partFields checks that a part's thinking fields sit on a part of their
+// type.
+func (c *chatCheck) partFields(pat string, p provider.Part) {
+	if p.Type != provider.PartThinking {
+		if p.Thinking != "" {
+			c.add(pat+".thinking", "belongs on a part of type thinking")
+		}
+		if p.Signature != "" {
+			c.add(pat+".signature", "belongs on a part of type thinking")
+		}
+	}
+	if p.Type != provider.PartRedactedThinking && p.Data != "" {
+		c.add(pat+".data", "belongs on a part of type redacted_thinking")
+	}
+	if (p.Type == provider.PartThinking || p.Type == provider.PartRedactedThinking) && p.Text != "" {
+		c.add(pat+".text", "belongs on a part of type text")
 	}
 }
 
@@ -265,6 +379,7 @@ func (c *chatCheck) tools(ch provider.Chat) {
 				c.add(at+".function.parameters", "%s", msg)
 			}
 		}
+		c.cacheControl(at+".cache_control", t.CacheControl)
 	}
 	if tc := ch.ToolChoice; tc != nil {
 		switch {

@@ -8,14 +8,16 @@
 // retry with the same key and request gets the same task back; the same key
 // with a different request is refused and changes nothing.
 //
-// Running a task commits one transaction of its own on the happy path. The
-// worker reads the task, its journal and its provider key's gate (one round
-// trip, no transaction), calls the provider outside any transaction, then
-// records the outcome: the journal entry, the replay record, and for a final
-// outcome the task's end and its settlement, all together, so "finished" and
-// "settled" can never disagree. A succeeded task's River job is completed by
-// River once the worker returns, batched with other jobs' completions; a job
-// run again after a crash finds its task finished and makes no call.
+// Running an attempt takes two transactions. The first, with the task
+// locked, reads its journal, its kept answers and its provider key's gate
+// and commits the attempt's journal entry as "sent" (a run on arrival's
+// admission commits it instead). The worker then calls the provider
+// outside any transaction and records the outcome: the entry's state, the
+// replay record, and for a final outcome the task's end and its
+// settlement, all together, so "finished" and "settled" can never
+// disagree. A succeeded task's River job is completed by River once the
+// worker returns, batched with other jobs' completions; a job run again
+// after a crash finds its task finished and makes no call.
 //
 // Admission and settlement both update the owner's budget row, the one row
 // every task of the owner shares. Their locking statement is the last of
@@ -33,19 +35,18 @@
 // COMMIT in one round trip; settlements and lone admissions first read
 // what they lock, then queue per owner within the process
 // (internal/keylock) to send it with COMMIT.
-// A batch of successes whose attempts were journalled before their calls
-// (runs on arrival) sends its records with the reads that lock its tasks,
-// and keeps them only if those reads find the tasks as the records assumed.
+// A batch of successes sends its records with the reads that lock its
+// tasks (each attempt was journalled before its call, so its number is
+// known), and keeps them only if those reads find the tasks as the records
+// assumed.
 //
-// The journal must still tell, before a call is repeated, whether an
-// earlier run may have made it. River's fetch commits the run's attempt
-// number before the worker starts, and every run that ends without
-// recording its outcome (killed and rescued, timed out, failed while
-// recording) leaves an entry in the job's errors; a recorded attempt that
-// retries names its run. An entry no attempt names is a run that may have
-// called: it is journalled as an ambiguous attempt before anything else
-// happens. Inline runs (a run on arrival, a stream) have no River run to
-// read, so they commit a "sent" entry before their call.
+// The journal must tell, before a call is repeated, whether an earlier run
+// may have made it. Every run, River's or inline (a run on arrival, a
+// stream), commits its attempt's entry as "sent" before the call, and the
+// outcome's recording updates that entry. An entry a later run finds still
+// "sent" is a call whose run died, timed out or failed to record: it is
+// journalled as an ambiguous attempt (interrupted) before anything else
+// happens.
 //
 // A recording that fails after the provider answered (a constraint, an
 // overflow, a lost connection) does not lose the answer: the run keeps it,

@@ -196,7 +196,8 @@ const (
 // estimateInput estimates c's prompt tokens, at four bytes a token
 // (budget.EstimateTokens), images apart: the whole history (every
 // message's text, name, tool calls with their arguments, tool call ids
-// and refusals, plus framing), the tool definitions (names, descriptions,
+// and refusals, thinking passed back (its text, or a redacted block's
+// data; a signature is not prompt), plus framing), the tool definitions (names, descriptions,
 // parameter schemas), the tool choice and the response format's schema.
 // images is the number of image parts, each priced by imageTokens; an
 // image's URL or inline data is not counted as text. Sums saturate.
@@ -215,6 +216,10 @@ func estimateInput(c provider.Chat) (text, images int64) {
 			switch p.Type {
 			case provider.PartImage:
 				images++
+			case provider.PartThinking:
+				add(p.Thinking)
+			case provider.PartRedactedThinking:
+				add(p.Data)
 			default:
 				add(p.Text)
 			}

@@ -99,6 +99,7 @@ func TestHashCoversEveryFieldOfTheCall(t *testing.T) {
 		{"json_mode", func(r *Request) { r.ResponseFormat, r.JSONMode = nil, true }},
 		{"deadline_s", func(r *Request) { r.DeadlineS = 61 }},
 		{"metadata", func(r *Request) { r.Metadata = map[string]any{"ticket": 8} }},
+		{"conversation", func(r *Request) { r.Conversation = &Conversation{Unstored: true} }},
 	}
 	base := decodeRequest(t, agentRequest).Hash()
 	seen := map[string]string{}

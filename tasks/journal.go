@@ -56,18 +56,18 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 	return c, err
 }
 
-// markInterrupted records the attempts of runs that died or were canceled
-// mid-call as ambiguous, each with its replay record: journal entries an
-// inline run left "sent", and River runs that ended without recording an
-// attempt (unrecordedRuns). Either may have reached the provider. Those
-// whose answers are kept are not interrupted: their answers are recorded.
-// on names the task and the model its interrupted calls were made on.
-func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttempt, r *run, kept []keptAnswer) error {
+// markInterrupted records as ambiguous, each with its replay record, the
+// attempts whose journal entries are still "sent": their runs died, were
+// canceled or failed to record mid-call, and may have reached the
+// provider. Those whose answers are kept are not interrupted: their
+// answers are recorded. on names the task and the model its interrupted
+// calls were made on; their replay records carry traceID.
+func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttempt, traceID string, kept []keptAnswer) error {
 	t, m, prov := on.task, on.model, on.prov
 	rows, err := tx.Query(ctx, `
 		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()
 		WHERE task_id = $1 AND state = 'sent' AND attempt <> ALL($2::integer[])
-		RETURNING attempt, started_at, finished_at`, t.ID, keptSentAttempts(kept))
+		RETURNING attempt, started_at, finished_at`, t.ID, keptAttempts(kept))
 	if err != nil {
 		return err
 	}
@@ -76,45 +76,17 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttem
 		start    time.Time
 		finished time.Time
 	}
-	scan := func(r pgx.CollectableRow) (interrupted, error) {
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (interrupted, error) {
 		var i interrupted
 		return i, r.Scan(&i.attempt, &i.start, &i.finished)
-	}
-	list, err := pgx.CollectRows(rows, scan)
+	})
 	if err != nil {
 		return err
-	}
-	if len(r.errors) > 0 {
-		st, err := readAttemptState(ctx, tx, t.ID)
-		if err != nil {
-			return err
-		}
-		for _, e := range unrecordedRuns(r.errors, append(st.recorded, keptRiverRuns(kept)...)) {
-			// The run's own number for its call was the next one then, as
-			// it is now: nothing was journalled after it.
-			rows, err := tx.Query(ctx, `
-				INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_key, model, idempotency_key,
-				                           started_at, finished_at, river_error_attempt)
-				SELECT $1, n, 'ambiguous', 'ambiguous', 'interrupted', $2, $3, $1::text || ':' || n, $4, now(), $5
-				FROM (SELECT COALESCE(max(attempt), 0) + 1 AS n FROM task_attempts WHERE task_id = $1) x
-				RETURNING attempt, started_at, finished_at`, t.ID, m.Provider, m.Name, e.At, e.Attempt)
-			if err != nil {
-				return err
-			}
-			i, err := pgx.CollectExactlyOneRow(rows, scan)
-			if err != nil {
-				return err
-			}
-			list = append(list, i)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tasks SET attempts = GREATEST(attempts, (SELECT max(attempt) FROM task_attempts WHERE task_id = $1)) WHERE id = $1`, t.ID); err != nil {
-			return err
-		}
 	}
 	for _, i := range list {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "attempt interrupted; counted as ambiguous",
 			slog.String("task_id", t.ID), slog.Int("attempt", i.attempt), slog.String("class", "ambiguous"))
-		rec := s.replayAttempt(t, m, prov, i.attempt, i.start, r.traceID)
+		rec := s.replayAttempt(t, m, prov, i.attempt, i.start, traceID)
 		rec.State, rec.FinishedAt = "ambiguous", &i.finished
 		rec.Error = &replay.Failure{Class: string(provider.ClassAmbiguous), Code: "interrupted"}
 		if err := replay.InsertTx(ctx, tx, rec); err != nil {
@@ -124,11 +96,12 @@ func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttem
 	return nil
 }
 
-// queueJournal queues the statement recording an attempt's outcome. An
-// inline run's entry, committed "sent" before the call, is updated; a River
-// run's is inserted, under the task's lock, with b.attempt, the next free
-// number, and the task's attempt count follows it.
-func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.Error, latency time.Duration) {
+// queueJournal queues the statement recording an attempt's outcome: its
+// entry, committed "sent" before the call (journalSent, or a run on
+// arrival's admission), takes the outcome's state. An entry a later run
+// has meanwhile found "sent" and marked interrupted is left as it is: the
+// attempt's replay record, queued after it, then finds its key taken.
+func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.Error) {
 	var class, code, param *string
 	var status *int
 	var retryAfter *time.Duration // NULL: the provider asked for no wait
@@ -142,23 +115,10 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 			retryAfter = &pe.RetryAfter
 		}
 	}
-	if b.sent {
-		batch.Queue(`
-			UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, error_param = $7,
-			       error_retry_at = now() + $8::interval, finished_at = now()
-			WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status, param, retryAfter)
-		return
-	}
-	// river_error_attempt: a kept answer's River run, whose entry in
-	// river_job.errors is this attempt, recorded; NULL for any other.
 	batch.Queue(`
-		WITH a AS (
-			INSERT INTO task_attempts (task_id, attempt, state, class, error_code, provider_status, provider_key, model,
-			                           idempotency_key, started_at, finished_at, river_error_attempt, error_param, error_retry_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10::timestamptz + $11::interval, $12, $13, now() + $14::interval)
-		)
-		UPDATE tasks SET attempts = $2 WHERE id = $1`,
-		b.task.ID, b.attempt, state, class, code, status, b.model.Provider, b.model.Name, b.providerKey(), b.startAt, latency, b.riverRun, param, retryAfter)
+		UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, error_param = $7,
+		       error_retry_at = now() + $8::interval, finished_at = now()
+		WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status, param, retryAfter)
 }
 
 // queueImplausibleUsage flags b's journal entry, queued before it, as

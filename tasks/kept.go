@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/provider"
@@ -26,25 +25,23 @@ import (
 // task_kept_answers by a write of its own before anything else, and every
 // later run of the task (River's retry of the job, an inline run's safety
 // net, a rescued job) records that answer instead of calling the provider
-// again. Should even that write fail, what the run leaves behind (its
-// journal entry committed "sent" before the call, or its entry in
-// river_job.errors) makes later runs count the call as possibly charged
+// again. Should even that write fail, the call's journal entry, committed
+// "sent" before the call, makes later runs count it as possibly charged
 // (ambiguous), and the reaper settles such a task as possibly charged,
 // never releases it uncharged.
 //
-// The success path is unchanged: nothing is written or read for a kept
-// answer until a recording has failed (beginQuick sends a task with an
-// unrecorded run to beginTx, which reads kept answers).
+// A kept answer is bound to its call by the attempt number: recording it
+// completes the entry that call left "sent". Nothing is written for a
+// kept answer until a recording has failed; each run's begin reads them
+// (readKept) in the transaction that locks the task.
 
 // keptAnswer is a provider's answer whose recording failed, as kept.
 type keptAnswer struct {
-	attempt      int    // the number the run called with
-	riverAttempt *int32 // the River run that called; nil for an inline run
-	sent         bool   // journalled "sent" before the call
-	model        string
-	startedAt    time.Time
-	latency      time.Duration
-	body         keptBody
+	attempt   int // the number the run called with, its entry still "sent"
+	model     string
+	startedAt time.Time
+	latency   time.Duration
+	body      keptBody
 }
 
 // keptBody is the part of a kept answer that is sealed: the whole answer,
@@ -90,7 +87,8 @@ func (b keptBody) response() *provider.Response {
 	if b.Choices != nil {
 		r.Choices = make([]provider.Choice, len(b.Choices))
 		for i, c := range b.Choices {
-			r.Choices[i] = provider.Choice{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason, Logprobs: c.Logprobs}
+			r.Choices[i] = provider.Choice{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason, Logprobs: c.Logprobs,
+				StopReason: c.StopReason, StopSequence: c.StopSequence}
 		}
 	}
 	r.Model, r.Status, r.SystemFingerprint = b.Model, b.Status, b.SystemFingerprint
@@ -104,8 +102,8 @@ func (b keptBody) response() *provider.Response {
 // keepSQL writes a kept answer. A retried write of the same answer (its
 // first commit's acknowledgement lost) changes nothing.
 const keepSQL = `
-	INSERT INTO task_kept_answers (task_id, attempt, river_attempt, sent, model, started_at, latency, answer_sealed)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	INSERT INTO task_kept_answers (task_id, attempt, model, started_at, latency, answer_sealed)
+	VALUES ($1, $2, $3, $4, $5, $6)
 	ON CONFLICT (task_id, attempt) DO NOTHING`
 
 // keepTries bounds the tries of the keeping write; keepWait is the first
@@ -119,20 +117,15 @@ const (
 // statement of its own, tried again with bounded backoff while ctx lasts.
 // It returns the last error when every try failed.
 func (s *Service) keepAnswer(ctx context.Context, c *finishedCall) error {
-	r, b := c.r, c.b
+	b := c.b
 	plain, err := json.Marshal(keptBodyOf(c.resp, b.stream))
 	if err != nil {
 		return err
 	}
 	sealed := s.cfg.Sealer.Seal(plain, []byte(b.task.ID))
-	var riverAttempt *int32
-	if !r.inline {
-		n := int32(r.attempt)
-		riverAttempt = &n
-	}
 	wait := keepWait
 	for try := 1; ; try++ {
-		_, err = s.pool.Exec(ctx, keepSQL, b.task.ID, b.attempt, riverAttempt, b.sent, b.model.Name, b.startAt, c.latency, sealed)
+		_, err = s.pool.Exec(ctx, keepSQL, b.task.ID, b.attempt, b.model.Name, b.startAt, c.latency, sealed)
 		if err == nil || try == keepTries {
 			return err
 		}
@@ -149,7 +142,7 @@ func (s *Service) keepAnswer(ctx context.Context, c *finishedCall) error {
 // one that cannot be opened (wrong data key, erased) is skipped and logged.
 func (s *Service) readKept(ctx context.Context, tx pgx.Tx, taskID string) ([]keptAnswer, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT attempt, river_attempt, sent, model, started_at, latency, answer_sealed
+		SELECT attempt, model, started_at, latency, answer_sealed
 		FROM task_kept_answers WHERE task_id = $1 ORDER BY attempt`, taskID)
 	if err != nil {
 		return nil, err
@@ -160,7 +153,7 @@ func (s *Service) readKept(ctx context.Context, tx pgx.Tx, taskID string) ([]kep
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		return x, r.Scan(&x.k.attempt, &x.k.riverAttempt, &x.k.sent, &x.k.model, &x.k.startedAt, &x.k.latency, &x.sealed)
+		return x, r.Scan(&x.k.attempt, &x.k.model, &x.k.startedAt, &x.k.latency, &x.sealed)
 	})
 	if err != nil {
 		return nil, err
@@ -186,26 +179,12 @@ func (s *Service) readKept(ctx context.Context, tx pgx.Tx, taskID string) ([]kep
 // finished.
 const forgetKeptSQL = `DELETE FROM task_kept_answers WHERE task_id = $1 AND ($2::integer IS NULL OR attempt = $2)`
 
-// keptRiverRuns are the River runs whose calls' answers are kept: their
-// entries in river_job.errors are those answers, not interrupted calls.
-func keptRiverRuns(kept []keptAnswer) []int32 {
-	var out []int32
-	for _, k := range kept {
-		if k.riverAttempt != nil {
-			out = append(out, *k.riverAttempt)
-		}
-	}
-	return out
-}
-
-// keptSentAttempts are the journal entries left "sent" whose answers are
-// kept: not interrupted calls either.
-func keptSentAttempts(kept []keptAnswer) []int32 {
+// keptAttempts are the attempts whose answers are kept: their entries,
+// still "sent", are not interrupted calls.
+func keptAttempts(kept []keptAnswer) []int32 {
 	out := []int32{} // never nil: NULL would make "<> ALL" match nothing
 	for _, k := range kept {
-		if k.sent {
-			out = append(out, int32(k.attempt))
-		}
+		out = append(out, int32(k.attempt))
 	}
 	return out
 }
@@ -222,7 +201,7 @@ func (s *Service) keptAttempt(t Task, k keptAnswer, raw Request) (*begunAttempt,
 		return nil, err
 	}
 	b := &begunAttempt{task: t, attempt: k.attempt, startAt: k.startedAt, model: m, prov: prov, raw: raw,
-		stream: k.body.Stream, sent: k.sent, keptKey: k.attempt, riverRun: k.riverAttempt}
+		stream: k.body.Stream, keptKey: k.attempt}
 	resp := k.body.response()
 	b.fromKept = &keptCall{resp: resp, latency: k.latency}
 	return b, nil
@@ -234,18 +213,13 @@ type keptCall struct {
 	latency time.Duration
 }
 
-// recordKept records a kept answer in place of a call. Its errors are
-// noCallErrors: this run called no one, and River's entry of its failure
-// must not be taken for a call.
+// recordKept records a kept answer in place of a call.
 func (s *Service) recordKept(ctx context.Context, r *run, b *begunAttempt) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "recording a kept answer instead of calling again",
 		slog.String("task_id", b.task.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", r.traceID))
-	if err := s.recordRun(rctx, s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency)); err != nil {
-		return &noCallError{err}
-	}
-	return nil
+	return s.recordRun(rctx, s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency))
 }
 
 // recordStep is what a run does after trying to record its outcome.
@@ -286,46 +260,35 @@ func afterRecord(err error, c recordCase) recordStep {
 // callEvidence is what may show that calls of an unfinished task reached
 // the provider without their outcome being recorded.
 type callEvidence struct {
-	ambiguous   int                      // journal entries counted ambiguous
-	sent        int                      // journal entries still "sent"
-	kept        int                      // kept answers
-	riverErrors []rivertype.AttemptError // the job's failed runs
-	recorded    []int32                  // River runs named by recorded attempts
-	keptRiver   []int32                  // River runs whose answers are kept
-	jobRunning  bool                     // the job is running, or died without a rescue yet
-	traceID     string                   // the job's, for the records of a reaped task
+	ambiguous int     // journal entries counted ambiguous
+	sent      []int32 // attempts whose entries are still "sent"
+	kept      []int32 // attempts whose answers are kept
+	traceID   string  // the job's, for the records of a reaped task
 }
 
 // possibleCalls counts the calls that may have been charged: ambiguous
-// attempts, "sent" entries, kept answers, River runs that ended without
-// recording (those whose answers are kept counted once), and a run in
-// flight or dead. The reaper settles a task with any as possibly charged.
+// attempts, and calls whose entries are still "sent" (a run in flight, or
+// one that died or failed to record), those whose answers are kept
+// counted once. The reaper settles a task with any as possibly charged.
 func possibleCalls(e callEvidence) int {
-	n := e.ambiguous + e.sent + e.kept
-	for _, u := range unrecordedRuns(e.riverErrors, e.recorded) {
-		if !slices.Contains(e.keptRiver, int32(u.Attempt)) {
+	n := e.ambiguous + len(e.kept)
+	for _, a := range e.sent {
+		if !slices.Contains(e.kept, a) {
 			n++
 		}
-	}
-	if e.jobRunning {
-		n++
 	}
 	return n
 }
 
 // readEvidence reads t's callEvidence under tx: the journal's and the
-// kept answers' from our tables, the job's failed runs and state from
-// River (JobGetTx).
+// kept answers' from our tables, the trace id from its River job's
+// arguments (JobGetTx).
 func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
 	e := callEvidence{ambiguous: ambiguous}
 	err := tx.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM task_attempts WHERE task_id = $1 AND state = 'sent'),
-		       (SELECT count(*) FROM task_kept_answers WHERE task_id = $1),
-		       (SELECT COALESCE(array_agg(river_error_attempt) FILTER (WHERE river_error_attempt IS NOT NULL), '{}')
-		          FROM task_attempts WHERE task_id = $1),
-		       (SELECT COALESCE(array_agg(river_attempt) FILTER (WHERE river_attempt IS NOT NULL), '{}')
-		          FROM task_kept_answers WHERE task_id = $1)`,
-		t.ID).Scan(&e.sent, &e.kept, &e.recorded, &e.keptRiver)
+		SELECT (SELECT COALESCE(array_agg(attempt), '{}') FROM task_attempts WHERE task_id = $1 AND state = 'sent'),
+		       (SELECT COALESCE(array_agg(attempt), '{}') FROM task_kept_answers WHERE task_id = $1)`,
+		t.ID).Scan(&e.sent, &e.kept)
 	if err != nil || t.jobID == nil {
 		return e, err
 	}
@@ -336,8 +299,6 @@ func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous
 	if err != nil {
 		return e, err
 	}
-	e.riverErrors = job.Errors
-	e.jobRunning = job.State == rivertype.JobStateRunning
 	var args TaskArgs
 	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
 		return e, fmt.Errorf("river job args: %w", err)
@@ -348,15 +309,15 @@ func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous
 
 // reapKept records, in the reaper's transaction tx, the kept answer of t,
 // an unfinished task whose job is lost, as its success: the path a run of
-// the task takes (beginTx, then the success's recording), without a call.
-// Runs that ended unrecorded are journalled ambiguous first, as a run
-// would; the settlement counts them, any other kept answer and a job still
-// running as possibly charged calls. It returns nil and records nothing
+// the task takes (beginAttempt, then the success's recording), without a
+// call. Calls left "sent" are journalled ambiguous first, as a run would;
+// the settlement counts them and any other kept answer as possibly
+// charged calls. It returns nil and records nothing
 // when no kept answer can be recorded (none, or none that opens; the
 // task's request or model is gone): the reaper then settles the task as
 // possibly charged.
 func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
-	if ev.kept == 0 {
+	if len(ev.kept) == 0 {
 		return nil, nil
 	}
 	kept, err := s.readKept(ctx, tx, t.ID)
@@ -376,9 +337,9 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 		return nil, nil
 	}
 	t.Request = raw
-	r := &run{taskID: t.ID, traceID: ev.traceID, errors: ev.riverErrors}
+	r := &run{taskID: t.ID, traceID: ev.traceID}
 	on := &begunAttempt{task: t, model: m, prov: prov, raw: raw}
-	if err := s.markInterrupted(ctx, tx, on, r, kept); err != nil {
+	if err := s.markInterrupted(ctx, tx, on, ev.traceID, kept); err != nil {
 		return nil, err
 	}
 	st, err := lockAttemptState(ctx, tx, t.ID)
@@ -386,12 +347,6 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 		return nil, err
 	}
 	st.jc.ambiguous += len(kept) - 1
-	if ev.jobRunning {
-		st.jc.ambiguous++
-	}
-	if !b.sent {
-		b.attempt = st.last + 1 // the next free number, as recordOutcome takes it
-	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "reaper recording a kept answer as the task's success",
 		slog.String("task_id", t.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", ev.traceID))
 	c := s.newFinishedCall(r, b, b.fromKept.resp, nil, b.fromKept.latency)

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/replay"
@@ -48,9 +47,6 @@ func TestAfterRecord(t *testing.T) {
 
 func TestPossibleCalls(t *testing.T) {
 	t.Parallel()
-	ran := func(attempt int, text string) rivertype.AttemptError {
-		return rivertype.AttemptError{Attempt: attempt, Error: text}
-	}
 	cases := []struct {
 		name string
 		e    callEvidence
@@ -58,13 +54,10 @@ func TestPossibleCalls(t *testing.T) {
 	}{
 		{"nothing", callEvidence{}, 0},
 		{"ambiguous attempts", callEvidence{ambiguous: 2}, 2},
-		{"a sent entry", callEvidence{sent: 1}, 1},
-		{"a kept answer and its run's error counted once", callEvidence{kept: 1, keptRiver: []int32{1},
-			riverErrors: []rivertype.AttemptError{ran(1, "tasks: record outcome: conn closed")}}, 1},
-		{"a run that failed recording", callEvidence{riverErrors: []rivertype.AttemptError{ran(1, "tasks: record outcome: conn closed")}}, 1},
-		{"a run that failed before calling", callEvidence{riverErrors: []rivertype.AttemptError{ran(1, noCallPrefix+"conn closed")}}, 0},
-		{"a recorded run's retry", callEvidence{recorded: []int32{1}, riverErrors: []rivertype.AttemptError{ran(1, "provider: transient")}}, 0},
-		{"a run in flight", callEvidence{jobRunning: true}, 1},
+		{"a sent entry", callEvidence{sent: []int32{1}}, 1},
+		{"a kept answer and its sent entry counted once", callEvidence{sent: []int32{1}, kept: []int32{1}}, 1},
+		{"a kept answer beside a call in flight", callEvidence{sent: []int32{1, 2}, kept: []int32{1}}, 2},
+		{"all of them", callEvidence{ambiguous: 1, sent: []int32{2, 3}, kept: []int32{3}}, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

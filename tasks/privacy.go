@@ -47,9 +47,9 @@ func (p *privacy) text(in string) string {
 
 // request is the request as it may be stored: every string a client
 // produced goes through the policy (message texts and text parts, names,
-// tool calls and their arguments, tool results, refusals, tool and schema
-// definitions, stop sequences, user identifiers, pass-through fields,
-// metadata keys and values); images are described, never kept (see
+// tool calls and their arguments, tool results, refusals, thinking passed
+// back, tool and schema definitions, stop sequences, user identifiers,
+// anthropic-beta values, pass-through fields, metadata keys and values); images are described, never kept (see
 // image). Structure, roles, the model and the numeric parameters stay, so
 // a replay remains readable. The images met are listed in p.images.
 func (p *privacy) request(r Request) Request {
@@ -63,7 +63,7 @@ func (p *privacy) request(r Request) Request {
 		out.Tools = make([]provider.Tool, len(r.Tools))
 		for i, t := range r.Tools {
 			f := t.Function
-			out.Tools[i] = provider.Tool{Type: t.Type, Function: provider.FunctionDef{
+			out.Tools[i] = provider.Tool{Type: t.Type, CacheControl: t.CacheControl, Function: provider.FunctionDef{
 				Name: p.text(f.Name), Description: p.text(f.Description), Parameters: p.json(f.Parameters), Strict: f.Strict}}
 		}
 	}
@@ -82,6 +82,12 @@ func (p *privacy) request(r Request) Request {
 		}
 	}
 	out.User, out.SafetyIdentifier = p.text(r.User), p.text(r.SafetyIdentifier)
+	if r.Betas != nil {
+		out.Betas = make([]string, len(r.Betas))
+		for i, b := range r.Betas {
+			out.Betas[i] = p.text(b)
+		}
+	}
 	if r.Extra != nil {
 		out.Extra = make(map[string]json.RawMessage, len(r.Extra))
 		for k, v := range r.Extra {
@@ -95,17 +101,20 @@ func (p *privacy) request(r Request) Request {
 	return out
 }
 
-// message is one message as it may be stored; i is its index.
+// message is one message as it may be stored; i is its index. Thinking
+// passed back (its text, signature and redacted data) is text like any
+// other.
 func (p *privacy) message(i int, m provider.Message) provider.Message {
 	out := provider.Message{Role: m.Role, Name: p.text(m.Name), ToolCallID: p.text(m.ToolCallID), Refusal: p.text(m.Refusal),
-		ToolCalls: p.toolCalls(m.ToolCalls)}
+		ToolCalls: p.toolCalls(m.ToolCalls), IsError: m.IsError, CacheControl: m.CacheControl}
 	if m.Content.Parts == nil {
 		out.Content = provider.Text(p.text(m.Content.Text))
 		return out
 	}
 	parts := make([]provider.Part, len(m.Content.Parts))
 	for j, part := range m.Content.Parts {
-		parts[j] = provider.Part{Type: part.Type, Text: p.text(part.Text)}
+		parts[j] = provider.Part{Type: part.Type, Text: p.text(part.Text), Thinking: p.text(part.Thinking),
+			Signature: p.text(part.Signature), Data: p.text(part.Data), CacheControl: part.CacheControl}
 		if part.ImageURL != nil {
 			parts[j].ImageURL = &provider.ImageURL{URL: p.image(i, part.ImageURL), Detail: part.ImageURL.Detail}
 		}
@@ -120,7 +129,7 @@ func (p *privacy) toolCalls(calls []provider.ToolCall) []provider.ToolCall {
 	}
 	out := make([]provider.ToolCall, len(calls))
 	for i, c := range calls {
-		out[i] = provider.ToolCall{ID: p.text(c.ID), Type: c.Type,
+		out[i] = provider.ToolCall{ID: p.text(c.ID), Type: c.Type, CacheControl: c.CacheControl,
 			Function: provider.FunctionCall{Name: p.text(c.Function.Name), Arguments: p.text(c.Function.Arguments)}}
 	}
 	return out

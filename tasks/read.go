@@ -138,10 +138,8 @@ func page(list []Task, limit int) Page {
 }
 
 // taskColumns are the columns scanTask reads, in its order, from a query
-// on tasks (unaliased). The status is statusExpr: the worker does not write
-// "running" (it would cost a transaction per task), so a queued task whose
-// job a worker holds is shown running.
-const taskColumns = `id::text, owner_id, ` + statusExpr + `, idempotency_key, model, attempts, reserved_micros,
+// on tasks (unaliased).
+const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
 	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id, answer_sealed`
 

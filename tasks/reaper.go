@@ -58,8 +58,8 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 				return err
 			}
 			// Not only ambiguous attempts: a call whose outcome was never
-			// recorded ("sent", kept, a River run's error entry, a run in
-			// flight) may have been charged, and is settled as such.
+			// recorded (its entry still "sent", or its answer kept) may
+			// have been charged, and is settled as such.
 			ev, err := s.readEvidence(ctx, tx, t, jc.ambiguous)
 			if err != nil {
 				return err
@@ -120,7 +120,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 // the kept answer fails, the savepoint is rolled back, the failure logged,
 // and it returns nil for the caller to fail the task instead.
 func (s *Service) reapKeptSavepoint(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
-	if ev.kept == 0 {
+	if len(ev.kept) == 0 {
 		return nil, nil
 	}
 	sp, err := tx.Begin(ctx)

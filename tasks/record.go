@@ -54,13 +54,13 @@ func (c *finishedCall) failureLog() *slog.Logger {
 // a failure. A succeeded call's answer is kept (kept.go) before anything
 // else, so that no later run calls again for it. A River run that cannot
 // record is then retried by River, whose next run finds the answer kept
-// (or, if even keeping it failed, the attempt unrecorded and possibly
-// charged). An inline run has no River run behind it, and its safety net
-// would take over only later: it tries again while ctx lasts (at most
-// RecordWithin), since the usual cause is a database restarting. Trying
-// again is safe: a transaction that did not commit left nothing, and one
-// that committed without its answer reaching us refuses the repeat (the
-// replay record's key is taken).
+// (or, if even keeping it failed, the attempt's entry still "sent", which
+// it counts as possibly charged). An inline run has no River run behind
+// it, and its safety net would take over only later: it tries again while
+// ctx lasts (at most RecordWithin), since the usual cause is a database
+// restarting. Trying again is safe: a transaction that did not commit left
+// nothing, and one that committed without its answer reaching us refuses
+// the repeat (the replay record's key is taken).
 func (s *Service) recordRun(ctx context.Context, c *finishedCall) error {
 	r, b := c.r, c.b
 	if r.inline {
@@ -109,6 +109,26 @@ func (s *Service) keepUnrecorded(ctx context.Context, c *finishedCall) {
 		slog.String("task_id", b.task.ID), slog.Int("attempt", b.attempt), slog.String("trace_id", c.r.traceID))
 }
 
+// retryError is what a run returns to River, once its attempt is
+// recorded, to have the job retried; its type tells the run's caller
+// (afterRecord, runOnArrival) that the outcome was recorded and a retry
+// decided, not that recording failed. It hides the call's cause from
+// River on purpose: were it a context cancellation (a call cut short by a
+// shutdown), River would make the job available again at once, without
+// the backoff the decision asked for.
+type retryError struct{ pe *provider.Error }
+
+func (e *retryError) Error() string { return e.pe.Error() }
+
+// As lets errors.As find the provider error (spans and logs read its class).
+func (e *retryError) As(target any) bool {
+	if p, ok := target.(**provider.Error); ok {
+		*p = e.pe
+		return true
+	}
+	return false
+}
+
 // recordOutcome records c and carries out what follows it (decide), then
 // tells metrics and waiters. A success goes through the recorder, which
 // may record it with the owner's other successes; a failure is recorded
@@ -142,7 +162,6 @@ func (s *Service) recordAlone(ctx context.Context, c *finishedCall) (applied, er
 			return err
 		}
 		st.task.Request = c.b.raw // estimates below see what the provider saw
-		c.numberAfter(st)
 		pending := &pgx.Batch{}
 		if err := s.queueAttemptRecords(pending, st.task, c); err != nil {
 			return err
@@ -161,15 +180,6 @@ func (s *Service) recordAlone(ctx context.Context, c *finishedCall) (applied, er
 		return err
 	})
 	return a, err
-}
-
-// numberAfter gives c's attempt the next free number of the journal st
-// read, unless its entry was committed "sent" before the call: the number
-// the run expected, unless a rescued duplicate of the job recorded first.
-func (c *finishedCall) numberAfter(st attemptState) {
-	if !c.b.sent {
-		c.b.attempt = st.last + 1
-	}
 }
 
 // lockedTask is what decide needs of st, read under lock for run r.
@@ -221,7 +231,7 @@ func (c *finishedCall) journalState() string {
 // its journal entry and replay record, and the drop of its kept copy.
 func (s *Service) queueAttemptRecords(batch *pgx.Batch, t Task, c *finishedCall) error {
 	state := c.journalState()
-	queueJournal(batch, c.b, state, c.err, c.latency)
+	queueJournal(batch, c.b, state, c.err)
 	if err := replay.QueueInsert(batch, s.outcomeRecord(t, c, state)); err != nil {
 		return err
 	}

@@ -58,8 +58,9 @@ func newApplyService(t *testing.T) (*Service, *pgxpool.Pool) {
 }
 
 // queuedCall is the first call of a task just admitted, made by a River
-// run whose job completion is only noted (completed), ended with callErr
-// (nil: an answer).
+// run whose job completion is only noted (completed), its journal entry
+// committed "sent" before the call as the run's begin commits it, ended
+// with callErr (nil: an answer).
 func queuedCall(t *testing.T, s *Service, key string, callErr *provider.Error, completed *bool) *finishedCall {
 	t.Helper()
 	req := Request{}
@@ -73,6 +74,10 @@ func queuedCall(t *testing.T, s *Service, key string, callErr *provider.Error, c
 		t.Fatal(err)
 	}
 	b.attempt, b.startAt = 1, time.Now()
+	err = pgx.BeginFunc(context.Background(), s.pool, func(tx pgx.Tx) error { return s.journalSent(context.Background(), tx, b) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &run{taskID: created.Task.ID, attempt: 1, maxAttempts: 10, providerKey: "default",
 		complete: func(context.Context, pgx.Tx) error { *completed = true; return nil }}
 	resp := provider.TextResponse("hi", "stop")
@@ -121,7 +126,6 @@ type afterApply struct {
 	Error       string // the stored failure's code, "" for none
 	Reservation string
 	Journal     string // the attempt's state
-	RiverRun    *int32 // the River run the attempt names
 	Gate        string // the key's gate; "closed" when it has no row
 	Completed   bool   // the run's job was completed
 }
@@ -130,10 +134,10 @@ func readAfterApply(t *testing.T, pool *pgxpool.Pool, id string, completed bool)
 	t.Helper()
 	var got afterApply
 	err := pool.QueryRow(context.Background(), `
-		SELECT t.status, COALESCE(t.error->>'code', ''), r.state, a.state, a.river_error_attempt,
+		SELECT t.status, COALESCE(t.error->>'code', ''), r.state, a.state,
 		       COALESCE((SELECT k.state FROM provider_keys k WHERE k.key = 'default'), 'closed')
 		FROM tasks t JOIN budget_reservations r ON r.task_id = t.id JOIN task_attempts a ON a.task_id = t.id
-		WHERE t.id = $1`, id).Scan(&got.Status, &got.Error, &got.Reservation, &got.Journal, &got.RiverRun, &got.Gate)
+		WHERE t.id = $1`, id).Scan(&got.Status, &got.Error, &got.Reservation, &got.Journal, &got.Gate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +159,6 @@ func TestApply(t *testing.T) {
 	failed := failureFor(provider.ClassRejected, "invalid_request", "")
 	ambiguous := &provider.Error{Class: provider.ClassAmbiguous, Code: "timeout"}
 	possibly := failureFor(provider.ClassAmbiguous, "timeout", "")
-	one := int32(1)
 
 	cases := []struct {
 		name    string
@@ -184,9 +187,9 @@ func TestApply(t *testing.T) {
 			decision{next: stepWait, failure: &waiting, gate: gateChange{move: gatePause, pause: time.Minute, class: "throttled", code: "rate_limit"}},
 			afterApply{Status: "queued", Error: waiting.Code, Reservation: "held", Journal: "failed", Gate: "paused"},
 			func(err error) bool { var snooze *river.JobSnoozeError; return errors.As(err, &snooze) }},
-		{"retry: queued, the run named on its attempt, job retried", transient,
+		{"retry: queued, job retried", transient,
 			decision{next: stepRetry, retryAfter: time.Second, cause: transient},
-			afterApply{Status: "queued", Reservation: "held", Journal: "failed", RiverRun: &one, Gate: "closed"},
+			afterApply{Status: "queued", Reservation: "held", Journal: "failed", Gate: "closed"},
 			func(err error) bool { var retry *retryError; return errors.As(err, &retry) }},
 	}
 	// Not parallel: the cases share the key's gate, opened afresh for each.

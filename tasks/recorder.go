@@ -55,85 +55,47 @@ func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, e
 	return applied{final: c.res.logged(c.log)}, nil
 }
 
-// recordBatch records calls, all of owner, in one transaction: their tasks
-// locked and their journals read (in task id order), every record, then
-// the settlements sent with COMMIT. It returns errAlone when the batch did
-// not commit, or when a task is not plainly running (finished by a rescued
-// duplicate, canceled, or with an ambiguous attempt behind it): the
-// ordinary path knows those cases.
-//
-// When every call's journal entry was committed "sent" before the call
-// (runs on arrival, inline runs), the attempt numbers are known and each
-// record depends only on what the task was admitted with, so the whole
-// transaction is one round trip: the locking reads, the records, the
-// settlements and COMMIT. They stand only if each task is as the records
-// assumed it (not finished, no cancel asked, no ambiguous attempt), which
-// a guard after the locking reads checks in SQL (recordableSQL): with the
-// COMMIT in the same pipeline, only an error can stop it, and the batch
-// then rolls back, the records with it.
+// recordBatch records calls, all of owner, in one transaction sent in one
+// round trip: the reads that lock their tasks (in task id order), a guard
+// per task, every record, the settlements and COMMIT, under the owner's
+// queue (commitOnBudget). Each call's journal entry was committed "sent"
+// before the call, so its attempt number is known and its record depends
+// only on its task as its run began it. The records stand only if each
+// task is still as they assume (not finished, no cancel asked, no
+// ambiguous attempt), which the guard after the locking reads checks in
+// SQL (recordableSQL): with the COMMIT in the same pipeline, only an error
+// can stop it, and the batch then rolls back, the records with it. It
+// returns errAlone when the batch did not commit: recorded alone, each
+// call meets the ordinary path, which knows those cases and records the
+// shortfall of a balance row that cannot charge it in full.
 func (s *Service) recordBatch(ctx context.Context, owner string, calls []*finishedCall) error {
 	slices.SortFunc(calls, func(a, b *finishedCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
-	early := !slices.ContainsFunc(calls, func(c *finishedCall) bool { return !c.b.sent })
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		states := make([]attemptState, len(calls))
-		first, records, settles := &pgx.Batch{}, &pgx.Batch{}, &budget.Settlements{}
+		batch, settles := &pgx.Batch{}, &budget.Settlements{}
 		for i, c := range calls {
-			first.Queue(attemptStateSQL+lockAttemptSQL, c.b.task.ID).Query(func(rows pgx.Rows) (err error) {
+			batch.Queue(attemptStateSQL+lockAttemptSQL, c.b.task.ID).Query(func(rows pgx.Rows) (err error) {
 				states[i], err = collectAttemptState(rows)
 				return err
 			})
 		}
-		if early {
-			// One round trip: the locking reads, a guard per task that
-			// aborts unless the read found it as the records assume, the
-			// records, the settlements and COMMIT, under the owner's queue.
-			for _, c := range calls {
-				first.Queue(recordableSQL, c.b.task.ID)
-			}
-			for _, c := range calls {
-				if err := s.queueRecords(first, settles, attemptState{task: c.b.task}, c); err != nil {
-					return err
-				}
-			}
-			settles.Queue(first, s.cfg.AlertThresholds)
-			if err := s.commitOnBudget(ctx, tx, owner, first); err != nil {
+		for _, c := range calls {
+			batch.Queue(recordableSQL, c.b.task.ID)
+		}
+		for _, c := range calls {
+			if err := s.queueRecords(batch, settles, attemptState{task: c.b.task}, c); err != nil {
 				return err
 			}
-			for i, c := range calls {
-				c.res.task = states[i].task
-				c.res.task.Request = c.b.raw
-			}
-			return nil
 		}
-		if err := tx.SendBatch(ctx, first).Close(); err != nil {
+		settles.Queue(batch, s.cfg.AlertThresholds)
+		if err := s.commitOnBudget(ctx, tx, owner, batch); err != nil {
 			return err
 		}
 		for i, c := range calls {
-			st := states[i]
-			if st.task.Status.Final() || st.task.CancelRequested {
-				return errAlone
-			}
-			if !c.b.sent {
-				// The next free number: the one the run expected, unless
-				// a rescued duplicate of the job recorded first.
-				c.b.attempt = st.last + 1
-			}
-			if err := s.queueRecords(records, settles, st, c); err != nil {
-				return err
-			}
+			c.res.task = states[i].task
+			c.res.task.Request = c.b.raw
 		}
-		// The records first, then, under the owner's queue, only the
-		// settlements (one statement, each balance row updated once with
-		// the batch's totals) with COMMIT: the queue, which admissions
-		// share, is held for the statement on the budget row alone. A
-		// batch a balance row cannot charge in full rolls back, and each
-		// member is recorded alone, where a shortfall is recorded.
-		if err := tx.SendBatch(ctx, records).Close(); err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		settles.Queue(b, s.cfg.AlertThresholds)
-		return s.commitOnBudget(ctx, tx, owner, b)
+		return nil
 	})
 	if err != nil {
 		return errAlone
@@ -143,8 +105,8 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*finish
 }
 
 // recordableSQL aborts the transaction (SQLSTATE TG409) unless task $1,
-// locked by an earlier statement of it, is still as a run on arrival's
-// records assume: not finished, no cancel asked, no ambiguous attempt in
+// locked by an earlier statement of it, is still as a batch's records
+// assume: not finished, no cancel asked, no ambiguous attempt in
 // its journal. One row whatever the task's state, so a task that is gone
 // aborts too. A scalar id, not a batch's array: a prepared `= ANY($1)`
 // is planned anew on every call.

@@ -51,10 +51,10 @@ func readQueueWaits(ctx context.Context, q querier, queues []string) (map[string
 
 // lockJobState locks the River job id's row (FOR UPDATE) and returns its
 // state, "" when there is no such job. A worker that has fetched the job
-// may be calling the provider (it writes nothing before the call), and one
-// that has not cannot fetch it until the transaction ends, since River
-// fetches with SKIP LOCKED: Cancel then knows whether a call may be in
-// flight, and no run starts one while it decides.
+// may be about to begin an attempt (its begin, which locks the task after
+// Cancel, then finds the cancel asked), and one that has not cannot fetch
+// it until the transaction ends, since River fetches with SKIP LOCKED: no
+// run starts while Cancel decides.
 //
 // River's JobGetTx reads the row without locking it, so a worker could
 // fetch the job between the read and the cancel; and JobCancelTx on a

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,15 +20,16 @@ import (
 // run is one execution of a task: by its River job, or inline, by the
 // process that admitted it. Inline runs are a task's first attempt on
 // arrival (runOnArrival), and streamed tasks, run in the request handler
-// that relays the answer. An inline run's journal entry is committed
-// "sent" before its call, and a River job scheduled for after the call's
-// deadline is its safety net, which finishes the task should this process
-// die mid-call: the net finds the entry "sent" and counts the call as
-// possibly made. A stream's net is written with the task and goes when
-// the task ends. A run on arrival's is written only when needed: by its
-// run, for a later attempt or a wait (Service.reschedule), or, once the
-// run has outlived its deadline (its process died or stalled), by the
-// sweep of any worker instance (Service.WriteSafetyNetsOnce): most tasks end without one.
+// that relays the answer. Every run's journal entry is committed "sent"
+// before its call. An inline run's safety net is a River job scheduled
+// for after the call's deadline, which finishes the task should this
+// process die mid-call: the net finds the entry "sent" and counts the
+// call as possibly made. A stream's net is written with the task and goes
+// when the task ends. A run on arrival's is written only when needed: by
+// its run, for a later attempt or a wait (Service.reschedule), or, once
+// the run has outlived its deadline (its process died or stalled), by the
+// sweep of any worker instance (Service.WriteSafetyNetsOnce): most tasks
+// end without one.
 //
 // A stream makes one attempt and ends the task either way (its client is
 // waiting). An arrival run's failure that calls for another attempt, or a
@@ -46,15 +46,12 @@ type run struct {
 	// with, should it need one (reschedule).
 	netArgs  TaskArgs
 	netQueue string
-	// errors are the job's earlier runs that failed, as River recorded
-	// them (see unrecordedRuns).
-	errors   []rivertype.AttemptError
 	complete func(ctx context.Context, tx pgx.Tx) error
 }
 
-func riverRun(job *river.Job[TaskArgs]) *run {
+func queuedRun(job *river.Job[TaskArgs]) *run {
 	return &run{
-		taskID: job.Args.TaskID, traceID: job.Args.TraceID, attempt: job.Attempt, maxAttempts: job.MaxAttempts, errors: job.Errors,
+		taskID: job.Args.TaskID, traceID: job.Args.TraceID, attempt: job.Attempt, maxAttempts: job.MaxAttempts,
 		providerKey: strings.TrimPrefix(job.Queue, queueFor("")),
 		complete: func(ctx context.Context, tx pgx.Tx) error {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

@@ -92,13 +92,12 @@ func searchSQL(f SearchFilter, key string, after cursor, limit int) sqlBuilder {
 		// reservation is held, which has its own index (000114).
 		where = append(where, "finished_at IS NULL",
 			"tasks.id IN (SELECT task_id FROM budget_reservations WHERE state = 'held')",
-			statusExpr+" = "+b.arg(string(f.Status)))
+			"tasks.status = "+b.arg(string(f.Status)))
 	case StatusFailed, StatusCanceled:
 		// Failed and canceled tasks, a small share of all, are marked for
 		// their own index (000114).
 		where = append(where, "ended_unsucceeded = "+b.arg(string(f.Status)))
 	default:
-		// A finished task's shown status is its stored one.
 		where = append(where, "tasks.status = "+b.arg(string(f.Status)))
 	}
 	if after.ID != "" {

@@ -164,12 +164,3 @@ func (s *Service) Stop(ctx context.Context) error {
 func (s *Service) providerRequest(begun *begunAttempt) provider.Request {
 	return provider.Request{Chat: s.chatFor(begun.model, begun.raw), IdempotencyKey: begun.providerKey()}
 }
-
-// statusExpr is a task's status as clients see it, for queries on tasks
-// (unaliased): the stored one, except that a queued task whose River job is
-// running is running; a task waiting on its provider key (its error says
-// why) stays queued while its job checks the gate. Inline (streamed) runs
-// store "running" themselves.
-const statusExpr = `CASE WHEN tasks.status = 'queued' AND tasks.error IS NULL AND tasks.job_id IS NOT NULL AND EXISTS (
-		SELECT 1 FROM river_job j WHERE j.id = tasks.job_id AND j.state = 'running')
-	THEN 'running' ELSE tasks.status END`

@@ -82,6 +82,9 @@ type Request struct {
 	// DeadlineS bounds the task's whole life, queueing and retries
 	// included; 0 takes the service default (1 h).
 	DeadlineS int `json:"deadline_s,omitempty"`
+	// Conversation is set for a request made through OpenAI's Responses
+	// API (conversation.go); it is never sent to a provider.
+	Conversation *Conversation `json:"conversation,omitempty"`
 	// Embedding makes the request an embeddings call (embed.go): on the
 	// model Model names, no messages and no other chat field. Absent, a
 	// chat request encodes and hashes as it did before it existed.
@@ -230,8 +233,14 @@ type Result struct {
 	Model             string          `json:"model"`
 	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
 	FinishReason      string          `json:"finish_reason,omitempty"`
-	Usage             Usage           `json:"usage"`
-	CostMicros        int64           `json:"cost_micros"`
+	// StopReason is the provider's own stop reason, when the finish
+	// reason does not say it (Anthropic's stop_sequence, say), and
+	// StopSequence the stop sequence that ended the answer. Both are
+	// sealed with the answer, as the message is.
+	StopReason   string `json:"stop_reason,omitempty"`
+	StopSequence string `json:"stop_sequence,omitempty"`
+	Usage        Usage  `json:"usage"`
+	CostMicros   int64  `json:"cost_micros"`
 	// Embedding is an embeddings task's answer (embed.go); its vectors
 	// are sealed beside the result, never in it.
 	Embedding *EmbeddingResult `json:"embedding,omitempty"`
@@ -246,6 +255,8 @@ type Choice struct {
 	Message      provider.Message `json:"message"`
 	FinishReason string           `json:"finish_reason,omitempty"`
 	Logprobs     json.RawMessage  `json:"logprobs,omitempty"`
+	StopReason   string           `json:"stop_reason,omitempty"`
+	StopSequence string           `json:"stop_sequence,omitempty"`
 }
 
 // Failure is why a task failed, in stable terms a client can act on. It

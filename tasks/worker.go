@@ -61,12 +61,12 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error)
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("tollgate.task.id", job.Args.TaskID), attribute.Int("tollgate.job.attempt", job.Attempt)))
 	defer func() { endTaskSpan(span, err) }()
-	r := riverRun(job)
+	r := queuedRun(job)
 	// A slot of the provider key's calls in this process, shared with
 	// runs on arrival, which give way to waiting River runs.
 	release, err := s.slots.acquire(ctx, r.providerKey)
 	if err != nil {
-		return &noCallError{err}
+		return err
 	}
 	defer release()
 	begun, wait, err := s.beginAttempt(ctx, r)

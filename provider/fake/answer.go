@@ -2,6 +2,7 @@ package fake
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -67,7 +68,10 @@ type reply struct {
 	structured bool
 	calls      []toolCall
 	refusal    string
-	thinking   string
+	thinking   string // a thinking block's text, "" for none
+	signature  string
+	redacted   string // a redacted_thinking block's data, "" for none
+	sequence   string // the stop sequence that ended the answer
 	finish     string // OpenAI's terms: stop, length, tool_calls, content_filter
 	prompt     int    // uncached input tokens
 	cached     int
@@ -133,6 +137,13 @@ func plan(a ask, sc Scripted, idPrefix string) reply {
 	if a.thinking {
 		rp.thinking = "fake thinking " + digest[:12]
 	}
+	if sc.Thinking != "" {
+		rp.thinking = sc.Thinking
+	}
+	if rp.thinking != "" {
+		rp.signature = cmp.Or(sc.Signature, thinkingSignature(rp.thinking))
+	}
+	rp.redacted, rp.sequence = sc.RedactedThinking, sc.StopSequence
 	switch {
 	case sc.Refusal != "":
 		rp.refusal = sc.Refusal
@@ -158,6 +169,17 @@ func plan(a ask, sc Scripted, idPrefix string) reply {
 	}
 	return rp
 }
+
+// thinkingSignature is how the fake signs its thinking: a digest of the
+// text, so that a thinking block passed back altered is found out, as
+// Anthropic finds it out.
+func thinkingSignature(thinking string) string {
+	sum := sha256.Sum256([]byte(thinking))
+	return signaturePrefix + hex.EncodeToString(sum[:8])
+}
+
+// signaturePrefix begins every signature the fake makes itself.
+const signaturePrefix = "fake-signature-"
 
 // wantsTools decides between a tool call and text: tools offered and not
 // refused, unless the conversation just got a tool result, answer with a

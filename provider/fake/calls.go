@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,14 @@ func decodeObject(body []byte, v any) error {
 // every call, including ones that fail.
 func (s *Server) log(r *http.Request, model string, body []byte) (Scripted, bool) {
 	c := Call{ReceivedAt: s.now(), Model: model, IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	for _, h := range recordedHeaders {
+		if v := strings.Join(r.Header.Values(h), ","); v != "" {
+			if c.Headers == nil {
+				c.Headers = map[string]string{}
+			}
+			c.Headers[h] = v
+		}
+	}
 	if !s.noBodies && json.Valid(body) {
 		c.Body = json.RawMessage(bytes.Clone(body))
 	}

@@ -155,11 +155,18 @@
 // "<field>: Extra inputs are not permitted", which catches an OpenAI field
 // sent untranslated. It also refuses a tool_result whose tool_use_id is not
 // a tool_use of the previous message, a thinking budget under 1024, and
-// max_tokens not above the thinking budget. With thinking enabled (or
-// adaptive) the answer starts with a thinking block ("fake thinking <12
-// hex>", signature "fake-signature-<16 hex>"); then a text block, or
-// tool_use blocks {"id","name","input"}. Errors have the shape
+// max_tokens not above the thinking budget; a thinking block without its
+// thinking or signature, or whose signature the fake made for another
+// text (a thinking block altered on its way back: "Invalid `signature` in
+// `thinking` block"); a redacted_thinking block without data; and, with
+// thinking on, a tool loop whose calling assistant message does not
+// start with a thinking block. With thinking enabled (or adaptive) the
+// answer starts with a thinking block ("fake thinking <12 hex>", signature
+// "fake-signature-<16 hex>", a digest of the thinking); then a text block,
+// or tool_use blocks {"id","name","input"}. Errors have the shape
 // {"type":"error","error":{"type":"invalid_request_error","message"}}.
+// Each call records its anthropic-version and anthropic-beta headers
+// (Call.Headers).
 //
 // Streamed: message_start (usage with input and cache tokens, output 1),
 // then per block content_block_start, its deltas (text_delta a word at a
@@ -208,7 +215,10 @@
 // Scripted entries shape the answer of the call that takes them: Tool,
 // ToolCalls (parallel calls, call i to tool i modulo the number offered),
 // Text (force text), Content, Refusal, FinishReason, the usage classes,
-// Logprobs, SystemFingerprint; StreamCutAfter (cut the connection after
+// Logprobs, SystemFingerprint; for Anthropic, Thinking (a thinking block
+// of this text, signed as the fake signs, or with Signature),
+// RedactedThinking (a redacted_thinking block of this data) and
+// StopSequence (stop_reason stop_sequence with it); StreamCutAfter (cut the connection after
 // that many content chunks: words, refusal words or argument fragments)
 // and ChunkDelayMS (wait before each) on a streamed call. Status, Headers,
 // DelayMS and Hang apply to shaped answers too. A shaping entry does not

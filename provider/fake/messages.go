@@ -81,6 +81,9 @@ type contentBlock struct {
 	ToolUseID string           `json:"tool_use_id"`
 	Content   anthropicContent `json:"content"` // a tool result's
 	IsError   bool             `json:"is_error"`
+	Thinking  *string          `json:"thinking"`
+	Signature *string          `json:"signature"`
+	Data      string           `json:"data"` // a redacted_thinking block's
 }
 
 func (c *anthropicContent) UnmarshalJSON(data []byte) error {
@@ -230,6 +233,9 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 	if sys, imgs := req.System.text(); sys != "" || imgs != nil {
 		a.turns = append(a.turns, turn{Role: "system", Content: sys})
 	}
+	if err := checkThinking(req, a.thinking); err != nil {
+		return a, err
+	}
 	var uses map[string]bool // the tool_use ids of the previous assistant message
 	for i, m := range req.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
@@ -273,6 +279,61 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 	return a, nil
 }
 
+// checkThinking refuses what the real API refuses of thinking blocks: a
+// thinking block without its thinking or signature, one whose signature
+// the fake made for another text (altered on its way back), a redacted
+// block without data; and, with thinking on, a tool loop whose calling
+// assistant message does not start with its thinking.
+func checkThinking(req messagesRequest, thinking bool) error {
+	lastAssistant := -1
+	for i, m := range req.Messages {
+		if m.Role == "assistant" {
+			lastAssistant = i
+		}
+		for j, b := range m.Content {
+			at := fmt.Sprintf("messages.%d.content.%d", i, j)
+			switch b.Type {
+			case "thinking":
+				switch {
+				case b.Thinking == nil:
+					return fmt.Errorf("%s.thinking.thinking: Field required", at)
+				case b.Signature == nil:
+					return fmt.Errorf("%s.thinking.signature: Field required", at)
+				case strings.HasPrefix(*b.Signature, signaturePrefix) && *b.Signature != thinkingSignature(*b.Thinking):
+					return apiMessage(at + ": Invalid `signature` in `thinking` block")
+				}
+			case "redacted_thinking":
+				if b.Data == "" {
+					return fmt.Errorf("%s.redacted_thinking.data: Field required", at)
+				}
+			}
+		}
+	}
+	n := len(req.Messages)
+	if !thinking || lastAssistant < 0 || lastAssistant != n-2 || !hasToolResult(req.Messages[n-1].Content) {
+		return nil
+	}
+	first := req.Messages[lastAssistant].Content
+	if len(first) == 0 || (first[0].Type != "thinking" && first[0].Type != "redacted_thinking") {
+		found := "text"
+		if len(first) > 0 {
+			found = first[0].Type
+		}
+		return apiMessage(fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+			"When `thinking` is enabled, a final `assistant` message must start with a thinking block.", lastAssistant, found))
+	}
+	return nil
+}
+
+func hasToolResult(c anthropicContent) bool {
+	for _, b := range c {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}
+
 // apiMessage is an error whose text is the real API's message, punctuation
 // included.
 type apiMessage string
@@ -295,6 +356,7 @@ type anthropicBlock struct {
 	Text      *string         `json:"text,omitempty"`
 	Thinking  string          `json:"thinking,omitempty"`
 	Signature string          `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
@@ -312,6 +374,9 @@ func stopReason(rp reply) string {
 	if rp.refusal != "" && rp.sc.FinishReason == "" {
 		return "refusal"
 	}
+	if rp.sequence != "" {
+		return "stop_sequence"
+	}
 	switch rp.finish {
 	case "stop":
 		return "end_turn"
@@ -325,12 +390,15 @@ func stopReason(rp reply) string {
 	return rp.finish
 }
 
-// blocksOf lists the answer's blocks: thinking, then text (or the
-// refusal's text), then tool_use.
+// blocksOf lists the answer's blocks: thinking, redacted thinking, then
+// text (or the refusal's text), then tool_use.
 func blocksOf(rp reply) []anthropicBlock {
 	var out []anthropicBlock
 	if rp.thinking != "" {
-		out = append(out, anthropicBlock{Type: "thinking", Thinking: rp.thinking, Signature: "fake-signature-" + rp.digest[:16]})
+		out = append(out, anthropicBlock{Type: "thinking", Thinking: rp.thinking, Signature: rp.signature})
+	}
+	if rp.redacted != "" {
+		out = append(out, anthropicBlock{Type: "redacted_thinking", Data: rp.redacted})
 	}
 	switch {
 	case rp.refusal != "":
@@ -350,12 +418,16 @@ func blocksOf(rp reply) []anthropicBlock {
 // cache reads and writes are reported beside it, and reasoning tokens are
 // part of output_tokens (Anthropic does not report them apart).
 func messageOf(model string, rp reply) anthropicMessage {
-	return anthropicMessage{
+	m := anthropicMessage{
 		ID: "msg_fake_" + rp.digest[:24], Type: "message", Role: "assistant", Model: model,
 		Content: blocksOf(rp), StopReason: stopReason(rp),
 		Usage: anthropicUsage{InputTokens: rp.prompt, OutputTokens: rp.out,
 			CacheCreationInputTokens: rp.cacheWrite, CacheReadInputTokens: rp.cached},
 	}
+	if rp.sequence != "" {
+		m.StopSequence = &rp.sequence
+	}
+	return m
 }
 
 // writeAnthropicError answers in the Anthropic error shape.
@@ -409,6 +481,8 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, model str
 		case "thinking":
 			first = map[string]string{"type": "thinking", "thinking": ""}
 			deltas = []map[string]string{{"type": "thinking_delta", "thinking": b.Thinking}, {"type": "signature_delta", "signature": b.Signature}}
+		case "redacted_thinking":
+			first = map[string]string{"type": "redacted_thinking", "data": b.Data}
 		case "text":
 			first = map[string]string{"type": "text", "text": ""}
 			for _, wd := range words(*b.Text) {
@@ -428,7 +502,7 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, model str
 		}
 		out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
-	out.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": nil},
+	out.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
 		"usage": map[string]int{"output_tokens": m.Usage.OutputTokens}})
 	out.send("message_stop", map[string]string{"type": "message_stop"})
 }

@@ -62,6 +62,17 @@ type Scripted struct {
 	Logprobs bool `json:"logprobs,omitempty"`
 	// SystemFingerprint is reported as system_fingerprint (OpenAI format).
 	SystemFingerprint string `json:"system_fingerprint,omitempty"`
+	// Thinking starts the answer with a thinking block of this text, with
+	// or without thinking asked for, signed as the fake signs its own
+	// unless Signature is set (Anthropic format only).
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// RedactedThinking adds a redacted_thinking block of this data after
+	// the thinking (Anthropic format only).
+	RedactedThinking string `json:"redacted_thinking,omitempty"`
+	// StopSequence ends the answer on this stop sequence: stop_reason
+	// stop_sequence (Anthropic format; finish_reason stop elsewhere).
+	StopSequence string `json:"stop_sequence,omitempty"`
 }
 
 // shapes reports whether sc asks for a generated answer rather than its Body.
@@ -71,7 +82,8 @@ func (sc Scripted) shapes(stream bool) bool {
 	}
 	return sc.Tool != "" || sc.ToolCalls > 0 || sc.Text || sc.Content != "" || sc.Refusal != "" ||
 		sc.FinishReason != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
-		sc.Logprobs || sc.SystemFingerprint != "" ||
+		sc.Logprobs || sc.SystemFingerprint != "" || sc.Thinking != "" || sc.Signature != "" ||
+		sc.RedactedThinking != "" || sc.StopSequence != "" ||
 		(stream && (sc.StreamCutAfter > 0 || sc.ChunkDelayMS > 0))
 }
 
@@ -84,7 +96,14 @@ type Call struct {
 	// the provider was sent field by field; nil when it is not valid JSON
 	// or WithoutCallBodies is set.
 	Body json.RawMessage `json:"body"`
+	// Headers are the format headers received (anthropic-version,
+	// anthropic-beta), by lower-case name; nil when none came. Credentials
+	// are never recorded.
+	Headers map[string]string `json:"headers,omitempty"`
 }
+
+// recordedHeaders are the headers a Call keeps.
+var recordedHeaders = []string{"anthropic-version", "anthropic-beta"}
 
 // Server is the fake provider, an http.Handler safe for concurrent use.
 type Server struct {

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// The Anthropic surface: code written against Anthropic's SDKs points its
+// base URL at Tollgate and keeps working, and every call becomes a
+// Tollgate task with its reservation, classified failures and replay
+// record, whichever provider runs it.
+
+// antHeader is what a Messages call's headers ask of the call: the
+// anthropic-version the client speaks and its anthropic-beta values,
+// both sent on to Anthropic providers as they came. Other providers get
+// the request translated; the version names the client's dialect, which
+// Tollgate reads whatever date it carries.
+type antHeader struct {
+	version string
+	betas   []string
+}
+
+// antHeaders reads the anthropic-version and anthropic-beta headers. A
+// version, when sent, must be a date (YYYY-MM-DD), as every Anthropic
+// version is; the beta values (comma-separated, in one header or several)
+// are kept in order.
+func antHeaders(h http.Header) (antHeader, error) {
+	var out antHeader
+	if v := h.Get("anthropic-version"); v != "" {
+		if _, err := time.Parse(time.DateOnly, v); err != nil {
+			return antHeader{}, antFieldError("anthropic-version", "must be a version date such as "+provider.AnthropicVersion)
+		}
+		out.version = v
+	}
+	for _, line := range h.Values("anthropic-beta") {
+		for _, b := range strings.Split(line, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				out.betas = append(out.betas, b)
+			}
+		}
+	}
+	return out, nil
+}
+
+// decodeAnthropic decodes a Messages request body: JSON only, every
+// field and type checked (scanJSON), the top-level fields the request
+// type does not know collected to be refused by name (antRequest.task).
+func decodeAnthropic(c echo.Context, limit int64, dst passthroughSink) error {
+	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return echo.NewHTTPError(http.StatusUnsupportedMediaType)
+		}
+	}
+	raw, err := readBody(c, limit)
+	if err != nil {
+		return err
+	}
+	return decodeBytes(raw, dst, scanLenient, "")
+}
+
+// createMessage: POST /v1/messages.
+func createMessage(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("request-id", antRequestID(c))
+		hdr, err := antHeaders(c.Request().Header)
+		if err != nil {
+			return err
+		}
+		var in antRequest
+		if err := decodeAnthropic(c, d.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		req, paths, err := in.task(hdr, false)
+		if err != nil {
+			return err
+		}
+		key := c.Request().Header.Get("Idempotency-Key")
+		keyed := key != ""
+		if keyed && !tasks.ValidIdempotencyKey(key) {
+			return antFieldError("Idempotency-Key", "must be 1-255 printable ASCII characters")
+		}
+		if !keyed {
+			key = "msg/" + uuid.NewString()
+		}
+		p := principalOf(c)
+		ctx := c.Request().Context()
+		created, err := d.Tasks.Create(ctx, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
+			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream, Await: !in.Stream})
+		if errors.Is(err, budget.ErrInsufficient) {
+			return budgetRefusalFor(ctx, d, p, req)
+		}
+		if err != nil {
+			return paths.antFields(err)
+		}
+		h := c.Response().Header()
+		h.Set("X-Tollgate-Task-Id", created.Task.ID)
+		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		if in.Stream && !created.Replayed {
+			return streamMessage(c, d, created)
+		}
+		t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
+		if err != nil {
+			return err
+		}
+		if !t.Status.Final() && t.Error != nil {
+			// Blocked behind a paused key or an open breaker: answer now,
+			// and cancel the task so that it does not run (and charge)
+			// later for a client that has gone.
+			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
+				ct.Error = t.Error
+				return failedTask(context.WithoutCancel(ctx), d, p.OwnerID, ct)
+			}
+		}
+		switch {
+		case t.Status == tasks.StatusSucceeded && in.Stream:
+			// A replayed stream is rebuilt from the stored answer.
+			if _, err := antMessageOf(t); err != nil {
+				return err
+			}
+			s := newAntStream(c, t)
+			s.replay(t)
+			s.finish(t)
+			return nil
+		case t.Status == tasks.StatusSucceeded:
+			m, err := antMessageOf(t)
+			if err != nil {
+				return err
+			}
+			return c.JSON(http.StatusOK, m)
+		case t.Status.Final():
+			return failedTask(ctx, d, p.OwnerID, t)
+		}
+		return &taskPending{taskID: t.ID, keyed: keyed}
+	}
+}
+
+// countTokens: POST /v1/messages/count_tokens, Tollgate's own estimate of
+// the prompt, the figure its reservation starts from.
+func countTokens(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("request-id", antRequestID(c))
+		hdr, err := antHeaders(c.Request().Header)
+		if err != nil {
+			return err
+		}
+		var in antCountRequest
+		if err := decodeAnthropic(c, d.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		req, paths, err := in.request().task(hdr, true)
+		if err != nil {
+			return err
+		}
+		n, err := d.Tasks.InputTokens(req)
+		if err != nil {
+			return paths.antFields(err)
+		}
+		return c.JSON(http.StatusOK, map[string]int64{"input_tokens": n})
+	}
+}

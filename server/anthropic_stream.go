@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/tasks"
+)
+
+// antStream writes Anthropic's event stream: message_start and a ping,
+// then each content block as content_block_start, its deltas
+// (text_delta, thinking_delta, signature_delta, input_json_delta) and
+// content_block_stop, then message_delta (stop reason and usage) and
+// message_stop. A block opens when a delta of another kind arrives: a
+// thinking block ends with its signature, a tool call's first fragment
+// opens its tool_use block.
+type antStream struct {
+	c       echo.Context
+	task    tasks.Task
+	started bool
+	gone    bool
+	next    int    // the index of the next block
+	open    string // the open block's type, "" for none
+	signed  bool   // the open thinking block has its signature
+	tools   map[int]int
+}
+
+func newAntStream(c echo.Context, t tasks.Task) *antStream {
+	return &antStream{c: c, task: t, tools: map[int]int{}}
+}
+
+// send writes one event; it reports false once the client is gone.
+func (s *antStream) send(event string, v any) bool {
+	if s.gone {
+		return false
+	}
+	b, _ := json.Marshal(v)
+	if _, err := fmt.Fprintf(s.c.Response(), "event: %s\ndata: %s\n\n", event, b); err != nil || s.c.Request().Context().Err() != nil {
+		s.gone = true
+		return false
+	}
+	s.c.Response().Flush()
+	return true
+}
+
+// start opens the stream: the status, then message_start (its usage is
+// the whole answer's, sent with message_delta once known) and a ping.
+func (s *antStream) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.c.Response().Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.c.Response().WriteHeader(http.StatusOK)
+	s.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": antMessageID(s.task.ID), "type": "message", "role": "assistant", "model": s.task.Model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": antUsage{}}})
+	s.send("ping", map[string]string{"type": "ping"})
+}
+
+// openBlock closes the open block and opens one of typ.
+func (s *antStream) openBlock(typ string, block map[string]any) int {
+	s.closeBlock()
+	s.open, s.signed = typ, false
+	s.next++
+	s.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.next - 1, "content_block": block})
+	return s.next - 1
+}
+
+func (s *antStream) closeBlock() {
+	if s.open == "" {
+		return
+	}
+	s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.next - 1})
+	s.open = ""
+}
+
+func (s *antStream) blockDelta(index int, delta map[string]string) bool {
+	return s.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": delta})
+}
+
+// delta relays one piece of the answer.
+func (s *antStream) delta(d provider.Delta) bool {
+	s.start()
+	switch {
+	case d.Thinking != "":
+		if s.open != "thinking" || s.signed {
+			s.openBlock("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+		}
+		return s.blockDelta(s.next-1, map[string]string{"type": "thinking_delta", "thinking": d.Thinking})
+	case d.Signature != "":
+		if s.open != "thinking" || s.signed {
+			s.openBlock("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+		}
+		s.signed = true
+		return s.blockDelta(s.next-1, map[string]string{"type": "signature_delta", "signature": d.Signature})
+	case d.RedactedThinking != "":
+		s.openBlock("redacted_thinking", map[string]any{"type": "redacted_thinking", "data": d.RedactedThinking})
+		s.closeBlock()
+		return !s.gone
+	case d.Content != "" || d.Refusal != "":
+		if s.open != "text" {
+			s.openBlock("text", map[string]any{"type": "text", "text": ""})
+		}
+		return s.blockDelta(s.next-1, map[string]string{"type": "text_delta", "text": d.Content + d.Refusal})
+	case d.ToolCall != nil:
+		tc := d.ToolCall
+		index, known := s.tools[tc.Index]
+		if !known || tc.ID != "" {
+			index = s.openBlock("tool_use", map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}})
+			s.tools[tc.Index] = index
+		}
+		if tc.Arguments == "" {
+			return !s.gone
+		}
+		return s.blockDelta(index, map[string]string{"type": "input_json_delta", "partial_json": tc.Arguments})
+	}
+	return !s.gone
+}
+
+// replay streams a stored answer as the deltas a stream of it would have
+// carried.
+func (s *antStream) replay(t tasks.Task) {
+	s.start()
+	m := antAnswerChoice(t).Message
+	if m.Content.Parts == nil && m.Content.Text != "" {
+		s.delta(provider.Delta{Content: m.Content.Text})
+	}
+	for _, p := range m.Content.Parts {
+		switch p.Type {
+		case provider.PartText:
+			if s.open == "text" {
+				s.closeBlock() // each text part its own block
+			}
+			s.delta(provider.Delta{Content: p.Text})
+		case provider.PartThinking:
+			s.openBlock("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+			s.delta(provider.Delta{Thinking: p.Thinking})
+			s.delta(provider.Delta{Signature: p.Signature})
+		case provider.PartRedactedThinking:
+			s.delta(provider.Delta{RedactedThinking: p.Data})
+		}
+	}
+	if m.Refusal != "" {
+		s.delta(provider.Delta{Refusal: m.Refusal})
+	}
+	for i, tc := range m.ToolCalls {
+		s.delta(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+	}
+}
+
+// finish ends the stream: the open block, then message_delta with the
+// stop reason and the whole usage, and message_stop.
+func (s *antStream) finish(t tasks.Task) {
+	s.start()
+	s.closeBlock()
+	reason, sequence := antStop(antAnswerChoice(t))
+	var usage antUsage
+	if t.Result != nil {
+		usage = antUsageOf(t.Result.Usage)
+	}
+	s.send("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": reason, "stop_sequence": sequence}, "usage": usage})
+	s.send("message_stop", map[string]string{"type": "message_stop"})
+}
+
+// fail ends a stream that has begun with an error event, as Anthropic
+// sends one.
+func (s *antStream) fail(err error) {
+	a := antAnswerOf(err, 0)
+	s.send("error", a.body(antRequestID(s.c)))
+}
+
+// streamMessage runs the task inline and relays the provider's stream.
+// The upstream call does not depend on this connection: a client that
+// leaves does not stop it, and the task is settled all the same.
+func streamMessage(c echo.Context, d *Deps, created tasks.Created) error {
+	out := newAntStream(c, created.Task)
+	t, err := d.Tasks.RunInline(c.Request().Context(), created, traceIDOf(c), tasks.Stream{Deliver: out.delta})
+	if err != nil {
+		if out.started {
+			logFailure(d.Logger, c, http.StatusInternalServerError, err)
+			out.fail(err)
+			return nil
+		}
+		return err
+	}
+	if t.Status != tasks.StatusSucceeded {
+		if out.started {
+			out.fail(&taskFailed{task: t})
+			return nil
+		}
+		return failedTask(context.WithoutCancel(c.Request().Context()), d, created.Task.OwnerID, t)
+	}
+	out.finish(t)
+	return nil
+}
