@@ -118,8 +118,12 @@ func base64Floats(xs ...float32) string {
 func TestEmbedScripted(t *testing.T) {
 	t.Parallel()
 	two := []string{"a", "b"}
-	list := func(data string) string { return `{"object":"list","data":` + data + `,"model":"m","usage":{"prompt_tokens":2,"total_tokens":2}}` }
-	cf := func(result string) string { return `{"result":` + result + `,"success":true,"errors":[],"messages":[]}` }
+	list := func(data string) string {
+		return `{"object":"list","data":` + data + `,"model":"m","usage":{"prompt_tokens":2,"total_tokens":2}}`
+	}
+	cf := func(result string) string {
+		return `{"result":` + result + `,"success":true,"errors":[],"messages":[]}`
+	}
 	tests := []struct {
 		name    string
 		kind    string

@@ -34,7 +34,7 @@ var hostileBodies = map[string]string{
 	"POST /v1/messages": `{"model":"test-model","max_tokens":16,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],` +
 		`"temperature":0.5,"top_k":5,"stop_sequences":["x"],"metadata":{"user_id":"u"}}`,
 	"POST /v1/messages/count_tokens": `{"model":"test-model","system":"be brief","messages":[{"role":"user","content":"hi"}]}`,
-	"POST /v1/embeddings": `{"model":"test-model","input":["hi","there"],"dimensions":8,"encoding_format":"float","user":"u"}`,
+	"POST /v1/embeddings":            `{"model":"test-model","input":["hi","there"],"dimensions":8,"encoding_format":"float","user":"u"}`,
 	// These read no body: they are sent the hostile bodies all the same.
 	"POST /v1/tasks/:id/cancel": ``,
 	"POST /v1/tasks/:id/rerun":  ``,
