@@ -120,26 +120,8 @@ func checkChat(ch provider.Chat) []FieldError {
 // anthropic checks Anthropic's own request fields: thinking, the
 // request's cache_control, the anthropic-beta values.
 func (c *chatCheck) anthropic(ch provider.Chat) {
-	if t := ch.Thinking; t != nil {
-		switch {
-		case !thinkingTypes[t.Type]:
-			c.add("thinking.type", "must be enabled, adaptive or disabled")
-		case t.Type == provider.ThinkingEnabled && t.BudgetTokens < MinThinkingBudget:
-			c.add("thinking.budget_tokens", "must be at least %d", MinThinkingBudget)
-		case t.Type == provider.ThinkingEnabled && ch.OutputLimit() > 0 && t.BudgetTokens >= ch.OutputLimit():
-			c.add("thinking.budget_tokens", "must be below max_tokens (%d)", ch.OutputLimit())
-		case t.Type != provider.ThinkingEnabled && t.BudgetTokens != 0:
-			c.add("thinking.budget_tokens", "is only allowed with type enabled")
-		}
-		switch {
-		case !thinkingDisplays[t.Display]:
-			c.add("thinking.display", "must be summarized or omitted")
-		case t.Display != "" && t.Type == provider.ThinkingDisabled:
-			c.add("thinking.display", "is not allowed with type disabled")
-		}
-		if t.Asks() && ch.ReasoningEffort != "" && ch.ReasoningEffort != "none" {
-			c.add("thinking", "set either thinking or reasoning_effort, not both")
-		}
+	if ch.Thinking != nil {
+		c.thinking(ch, ch.Thinking)
 	}
 	c.cacheControl("cache_control", ch.CacheControl)
 	if v := ch.AnthropicVersion; v != "" {
@@ -157,6 +139,29 @@ func (c *chatCheck) anthropic(ch provider.Chat) {
 	}
 	if k := ch.TopK; k != nil && *k < 0 {
 		c.add("top_k", "must not be negative")
+	}
+}
+
+// thinking checks Anthropic's extended-thinking settings t of ch.
+func (c *chatCheck) thinking(ch provider.Chat, t *provider.ThinkingConfig) {
+	switch {
+	case !thinkingTypes[t.Type]:
+		c.add("thinking.type", "must be enabled, adaptive or disabled")
+	case t.Type == provider.ThinkingEnabled && t.BudgetTokens < MinThinkingBudget:
+		c.add("thinking.budget_tokens", "must be at least %d", MinThinkingBudget)
+	case t.Type == provider.ThinkingEnabled && ch.OutputLimit() > 0 && t.BudgetTokens >= ch.OutputLimit():
+		c.add("thinking.budget_tokens", "must be below max_tokens (%d)", ch.OutputLimit())
+	case t.Type != provider.ThinkingEnabled && t.BudgetTokens != 0:
+		c.add("thinking.budget_tokens", "is only allowed with type enabled")
+	}
+	switch {
+	case !thinkingDisplays[t.Display]:
+		c.add("thinking.display", "must be summarized or omitted")
+	case t.Display != "" && t.Type == provider.ThinkingDisabled:
+		c.add("thinking.display", "is not allowed with type disabled")
+	}
+	if t.Asks() && ch.ReasoningEffort != "" && ch.ReasoningEffort != "none" {
+		c.add("thinking", "set either thinking or reasoning_effort, not both")
 	}
 }
 
