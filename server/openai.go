@@ -26,14 +26,9 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		key := c.Request().Header.Get("Idempotency-Key")
-		keyed := key != ""
-		if keyed && !tasks.ValidIdempotencyKey(key) {
-			return &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
-				detail: "An Idempotency-Key must be 1-255 printable ASCII characters."}
-		}
-		if !keyed {
-			key = "chatcmpl/" + uuid.NewString()
+		key, keyed, err := optionalKey(c, "chatcmpl/")
+		if err != nil {
+			return err
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
@@ -74,6 +69,21 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		}
 		return &taskPending{taskID: t.ID, keyed: keyed}
 	}
+}
+
+// optionalKey is the request's Idempotency-Key on a surface where it is
+// optional, as on OpenAI's: without one, the call gets a key of its own
+// (prefix and a UUID), so that it is never taken for another's repeat.
+func optionalKey(c echo.Context, prefix string) (key string, keyed bool, err error) {
+	key = c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		return prefix + uuid.NewString(), false, nil
+	}
+	if !tasks.ValidIdempotencyKey(key) {
+		return "", true, &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
+			detail: "An Idempotency-Key must be 1-255 printable ASCII characters."}
+	}
+	return key, true, nil
 }
 
 // decodeLenient decodes a JSON body accepting unknown fields: OpenAI adds

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/provider"
@@ -32,14 +31,9 @@ func createResponse(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		key := c.Request().Header.Get("Idempotency-Key")
-		keyed := key != ""
-		if keyed && !tasks.ValidIdempotencyKey(key) {
-			return &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
-				detail: "An Idempotency-Key must be 1-255 printable ASCII characters."}
-		}
-		if !keyed {
-			key = "resp/" + uuid.NewString()
+		key, keyed, err := optionalKey(c, "resp/")
+		if err != nil {
+			return err
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
