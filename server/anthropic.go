@@ -1,11 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -105,24 +103,13 @@ func createMessage(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return paths.antFields(err)
 		}
-		h := c.Response().Header()
-		h.Set("X-Tollgate-Task-Id", created.Task.ID)
-		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		setTaskHeaders(c, created)
 		if in.Stream && !created.Replayed {
 			return streamMessage(c, d, created)
 		}
-		t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
+		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
 		if err != nil {
 			return err
-		}
-		if !t.Status.Final() && t.Error != nil {
-			// Blocked behind a paused key or an open breaker: answer now,
-			// and cancel the task so that it does not run (and charge)
-			// later for a client that has gone.
-			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
-				ct.Error = t.Error
-				return failedTask(context.WithoutCancel(ctx), d, p.OwnerID, ct)
-			}
 		}
 		switch {
 		case t.Status == tasks.StatusSucceeded && in.Stream:

@@ -2,12 +2,10 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -105,20 +103,10 @@ func embeddings(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		h := c.Response().Header()
-		h.Set("X-Tollgate-Task-Id", created.Task.ID)
-		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
-		t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
+		setTaskHeaders(c, created)
+		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
 		if err != nil {
 			return err
-		}
-		if !t.Status.Final() && t.Error != nil {
-			// Blocked behind a paused key or an open breaker: answered now,
-			// and canceled so that it does not run for a client that left.
-			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
-				ct.Error = t.Error
-				return failedTask(context.WithoutCancel(ctx), d, p.OwnerID, ct)
-			}
 		}
 		switch {
 		case t.Status == tasks.StatusSucceeded:

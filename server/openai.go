@@ -37,24 +37,13 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		h := c.Response().Header()
-		h.Set("X-Tollgate-Task-Id", created.Task.ID)
-		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		setTaskHeaders(c, created)
 		if in.Stream && !created.Replayed {
 			return streamCompletion(c, d, created, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
 		}
-		t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
+		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
 		if err != nil {
 			return err
-		}
-		if !t.Status.Final() && t.Error != nil {
-			// Blocked behind a paused key or an open breaker: answer now
-			// with the reason, and cancel the task so that it does not run
-			// (and charge) later for a client that has gone.
-			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
-				ct.Error = t.Error
-				return failedTask(context.WithoutCancel(ctx), d, p.OwnerID, ct)
-			}
 		}
 		switch {
 		case t.Status == tasks.StatusSucceeded && in.Stream:
@@ -69,6 +58,33 @@ func chatCompletions(d *Deps) echo.HandlerFunc {
 		}
 		return &taskPending{taskID: t.ID, keyed: keyed}
 	}
+}
+
+// setTaskHeaders names the task that answers a call on a provider's
+// surface, and whether the answer is a repeat's.
+func setTaskHeaders(c echo.Context, created tasks.Created) {
+	h := c.Response().Header()
+	h.Set("X-Tollgate-Task-Id", created.Task.ID)
+	h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+}
+
+// awaitAnswer waits, up to the synchronous wait, for a task created on a
+// provider's surface to end. A task blocked behind a paused key or an open
+// breaker is answered now with the reason, and cancelled so that it does
+// not run (and charge) later for a client that has gone: the error is the
+// cancelled task's failure.
+func awaitAnswer(ctx context.Context, d *Deps, owner string, created tasks.Created) (tasks.Task, error) {
+	t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
+	if err != nil {
+		return tasks.Task{}, err
+	}
+	if !t.Status.Final() && t.Error != nil {
+		if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), owner, t.ID); cerr == nil {
+			ct.Error = t.Error
+			return tasks.Task{}, failedTask(context.WithoutCancel(ctx), d, owner, ct)
+		}
+	}
+	return t, nil
 }
 
 // optionalKey is the request's Idempotency-Key on a surface where it is

@@ -50,9 +50,7 @@ func createResponse(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return respFields(err, call.origins)
 		}
-		h := c.Response().Header()
-		h.Set("X-Tollgate-Task-Id", created.Task.ID)
-		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		setTaskHeaders(c, created)
 		render := func(t tasks.Task) respObject { return renderResponse(context.WithoutCancel(ctx), d, t, req) }
 		switch {
 		case call.stream && (call.background || created.Replayed):
@@ -62,18 +60,9 @@ func createResponse(d *Deps) echo.HandlerFunc {
 		case call.background:
 			return c.JSON(http.StatusOK, render(created.Task))
 		}
-		t, err := d.Tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: d.SyncWait, ReturnIfBlocked: true})
+		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
 		if err != nil {
 			return err
-		}
-		if !t.Status.Final() && t.Error != nil {
-			// Blocked behind a paused key or an open breaker: answered
-			// now, and cancelled so that it does not run later for a
-			// client that has gone (as the chat endpoint does).
-			if ct, cerr := d.Tasks.Cancel(context.WithoutCancel(ctx), p.OwnerID, t.ID); cerr == nil {
-				ct.Error = t.Error
-				return failedTask(context.WithoutCancel(ctx), d, p.OwnerID, ct)
-			}
 		}
 		switch {
 		case t.Status == tasks.StatusSucceeded || t.Status == tasks.StatusCanceled:
