@@ -8,6 +8,7 @@
 //	tollgate classify --provider P --status N [--header 'Name: value']…  classify an error body from stdin
 //	tollgate status                      print queues, gates, budgets near limits, oldest tasks
 //	tollgate fakeprovider                run the deterministic fake model provider
+//	tollgate version                     print the version and the commit it was built from
 //
 // Configuration comes from the environment; see docs/configuration.md.
 package main
@@ -18,6 +19,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/tollgate/tollgate/internal/logsafe"
@@ -45,6 +49,9 @@ const usage = `usage:
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
   tollgate status
   tollgate fakeprovider
+  tollgate version
+
+Every command takes --help (or -h): it prints the command's usage and does nothing else.
 `
 
 // run is the whole program; main only wires the process to it, so tests
@@ -54,7 +61,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command given")
 	}
+	if helpAsked(args[1:]) {
+		if lines := commandUsage(args[0]); lines != "" {
+			fmt.Fprint(stdout, "usage:\n"+lines)
+			return nil
+		}
+	}
 	switch args[0] {
+	case "version", "--version":
+		fmt.Fprintln(stdout, version())
+		return nil
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
 	case "migrate":
@@ -77,4 +93,59 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// helpAsked reports whether args ask for help (-h or --help) rather than
+// for the command to run: the command's usage is then all that happens.
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandUsage is usage's lines for command cmd; "" for an unknown one.
+func commandUsage(cmd string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(usage, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "tollgate" && f[1] == cmd {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// version is the build's version: the module version, the commit and its
+// time as the Go toolchain stamped them, and the Go release.
+func version() string {
+	v, rev, at, dirty := "(unknown)", "", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	out := "tollgate " + v
+	if rev != "" {
+		out += " commit " + rev
+		if dirty {
+			out += " (modified)"
+		}
+	}
+	if at != "" {
+		out += " " + at
+	}
+	return out + " " + runtime.Version()
 }

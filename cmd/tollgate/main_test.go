@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -276,5 +277,49 @@ func TestBudgetSetUnlimited(t *testing.T) {
 	want := "owner=acme period=none total_micros=1000000000000000000 reserved_micros=0 spent_micros=0 available_micros=1000000000000000000\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("budget set unlimited stdout mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestHelpDoesNothing runs every command with --help and -h with no
+// database and no environment: each prints its own usage and returns nil,
+// so nothing ran (a command that ran would fail without DATABASE_URL, and
+// fakeprovider and serve would not return).
+func TestHelpDoesNothing(t *testing.T) {
+	t.Parallel()
+	commands := [][]string{{"serve"}, {"migrate", "up"}, {"keys", "create"}, {"keys", "list"}, {"keys", "revoke"},
+		{"budget", "set"}, {"budget", "verify"}, {"tasks", "digest-keys"}, {"classify"}, {"status"}, {"fakeprovider"}, {"version"}}
+	for _, cmd := range commands {
+		for _, flag := range []string{"--help", "-h"} {
+			args := append(append([]string(nil), cmd...), flag)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var stdout, stderr strings.Builder
+				noEnv := func(string) string { return "" }
+				if err := run(ctx, args, noEnv, strings.NewReader(""), &stdout, &stderr); err != nil {
+					t.Fatalf("run(%q) = %v, want nil", args, err)
+				}
+				if want := "  tollgate " + cmd[0]; !strings.Contains(stdout.String(), want) || !strings.HasPrefix(stdout.String(), "usage:\n") {
+					t.Errorf("run(%q) printed %q, want the usage of %s", args, stdout.String(), cmd[0])
+				}
+				if strings.Contains(stdout.String(), "  tollgate serve") != (cmd[0] == "serve") {
+					t.Errorf("run(%q) printed %q, want only %s's usage", args, stdout.String(), cmd[0])
+				}
+			})
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version"} {
+		var stdout strings.Builder
+		if err := run(context.Background(), []string{arg}, func(string) string { return "" }, strings.NewReader(""), &stdout, io.Discard); err != nil {
+			t.Fatalf("run(%q) = %v", arg, err)
+		}
+		if out := stdout.String(); !strings.HasPrefix(out, "tollgate ") || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("run(%q) printed %q, want tollgate's version and the Go release", arg, out)
+		}
 	}
 }
