@@ -2,7 +2,9 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -134,16 +136,12 @@ func getTask(d *Deps) echo.HandlerFunc {
 // listTasks: GET /v1/tasks?cursor=&limit=.
 func listTasks(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		limit := 20
-		if s := c.QueryParam("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > 100 {
-				return badRequest("limit must be a whole number from 1 to 100.",
-					tasks.FieldError{Field: "limit", Message: "must be 1-100"})
-			}
-			limit = n
+		params, err := listParams(c.QueryParams())
+		if err != nil {
+			return err
 		}
-		page, err := d.Tasks.List(c.Request().Context(), principalOf(c).OwnerID, c.QueryParam("cursor"), limit)
+		params.Owner = principalOf(c).OwnerID
+		page, err := d.Tasks.List(c.Request().Context(), params)
 		if err != nil {
 			return err
 		}
@@ -153,6 +151,52 @@ func listTasks(d *Deps) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, out)
 	}
+}
+
+// listParams reads GET /v1/tasks's query: the page and the filters. An
+// unknown parameter is refused by name, never ignored: a filter the
+// service does not know would otherwise answer an unfiltered list.
+func listParams(q url.Values) (tasks.ListParams, error) {
+	p := tasks.ListParams{Limit: 20, Cursor: q.Get("cursor"), Model: q.Get("model"), Workload: q.Get("workload")}
+	for name := range q {
+		switch name {
+		case "limit", "cursor", "status", "model", "workload", "created_after", "created_before":
+		default:
+			return p, badRequest(fmt.Sprintf("Unknown query parameter %q.", name),
+				tasks.FieldError{Field: name, Message: "unknown query parameter; GET /v1/tasks takes limit, cursor, status, model, workload, created_after and created_before"})
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			return p, badRequest("limit must be a whole number from 1 to 100.",
+				tasks.FieldError{Field: "limit", Message: "must be 1-100"})
+		}
+		p.Limit = n
+	}
+	if s := q.Get("status"); s != "" {
+		switch st := tasks.Status(s); st {
+		case tasks.StatusQueued, tasks.StatusRunning, tasks.StatusSucceeded, tasks.StatusFailed, tasks.StatusCanceled:
+			p.Status = st
+		default:
+			return p, badRequest("status must be queued, running, succeeded, failed or canceled.",
+				tasks.FieldError{Field: "status", Message: "must be queued, running, succeeded, failed or canceled"})
+		}
+	}
+	for _, b := range []struct {
+		name string
+		dst  *time.Time
+	}{{"created_after", &p.CreatedAfter}, {"created_before", &p.CreatedBefore}} {
+		if s := q.Get(b.name); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return p, badRequest(b.name+" must be an RFC 3339 time, such as 2026-01-02T15:04:05Z.",
+					tasks.FieldError{Field: b.name, Message: "must be an RFC 3339 time"})
+			}
+			*b.dst = t
+		}
+	}
+	return p, nil
 }
 
 // cancelTask: POST /v1/tasks/{id}/cancel. 200 with the canceled task, or

@@ -2,8 +2,12 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -346,4 +350,76 @@ func generic(t *testing.T, body []byte) map[string]any {
 		t.Fatalf("decode %q: %v", body, err)
 	}
 	return m
+}
+
+// TestListFilters: each filter of GET /v1/tasks narrows the list, with the
+// others and with pagination; an unknown parameter or a bad value is a 400
+// naming it, never an unfiltered list.
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true, queueOnly: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	var ids []string // oldest first
+	for i := range 4 {
+		ids = append(ids, e.submit(key, fmt.Sprintf("f%d", i), taskBody("abcd", 5)))
+	}
+	if r := e.do(http.MethodPost, "/v1/tasks/"+ids[1]+"/cancel", key, nil, nil); r.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	var second time.Time
+	if err := e.pool.QueryRow(context.Background(), `SELECT created_at FROM tasks WHERE id = $1`, ids[1]).Scan(&second); err != nil {
+		t.Fatal(err)
+	}
+	at := url.QueryEscape(second.Format(time.RFC3339Nano))
+	list := func(query string) []string {
+		t.Helper()
+		var got []string
+		path := "/v1/tasks?limit=1&" + query
+		for range 10 {
+			r := e.do(http.MethodGet, path, key, nil, nil)
+			if r.status != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+			}
+			m := r.json(t)
+			for _, d := range m["data"].([]any) {
+				got = append(got, d.(map[string]any)["id"].(string))
+			}
+			next, _ := m["next_cursor"].(string)
+			if next == "" {
+				break
+			}
+			path = "/v1/tasks?limit=1&" + query + "&cursor=" + next
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"status=queued", []string{ids[3], ids[2], ids[0]}},
+		{"status=canceled", []string{ids[1]}},
+		{"status=failed", nil},
+		{"model=" + testModel, []string{ids[3], ids[2], ids[1], ids[0]}},
+		{"model=no-such-model", nil},
+		{"workload=w", nil},
+		{"created_after=" + at, []string{ids[3], ids[2]}},
+		{"created_before=" + at, []string{ids[0]}},
+		{"created_after=" + at + "&status=queued&model=" + testModel, []string{ids[3], ids[2]}},
+	} {
+		if diff := cmp.Diff(tc.want, list(tc.query)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.query, diff)
+		}
+	}
+	for _, tc := range []struct{ query, field string }{
+		{"state=failed", "state"},
+		{"status=done", "status"},
+		{"status=QUEUED", "status"},
+		{"created_after=yesterday", "created_after"},
+		{"created_before=2026-13-01T00:00:00Z", "created_before"},
+	} {
+		r := e.do(http.MethodGet, "/v1/tasks?"+tc.query, key, nil, nil)
+		if r.status != http.StatusBadRequest || !slices.Contains(problemFields(t, r), tc.field) {
+			t.Errorf("GET /v1/tasks?%s: %d %s, want 400 naming %s", tc.query, r.status, r.body, tc.field)
+		}
+	}
 }

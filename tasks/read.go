@@ -78,19 +78,36 @@ type Page struct {
 	NextCursor string // empty on the last page
 }
 
-// List returns the owner's tasks, newest first. The cursor is opaque to
-// clients; a malformed one returns ErrInvalidCursor.
-func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Page, error) {
-	limit = min(max(limit, 1), 100)
-	after, err := decodeCursor(cursor)
+// ListParams choose a page of an owner's tasks. The filters are optional:
+// a zero value does not filter.
+type ListParams struct {
+	Owner  string
+	Cursor string // from the previous page; opaque to clients
+	Limit  int    // 1-100
+	Status Status
+	Model  string
+	// Workload matches the workload the task was created in.
+	Workload string
+	// CreatedAfter and CreatedBefore bound created_at, both exclusive.
+	CreatedAfter, CreatedBefore time.Time
+}
+
+// List returns a page of the owner's tasks, newest first. A malformed
+// cursor returns ErrInvalidCursor.
+func (s *Service) List(ctx context.Context, p ListParams) (Page, error) {
+	limit := min(max(p.Limit, 1), 100)
+	after, err := decodeCursor(p.Cursor)
 	if err != nil {
 		return Page{}, err
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+taskColumns+` FROM tasks
 		WHERE owner_id = $1 AND ($2::text = '' OR (created_at, id) < ($3::timestamptz, $2::uuid))
+		  AND ($5 = '' OR status = $5) AND ($6 = '' OR model = $6) AND ($7 = '' OR workload = $7)
+		  AND ($8::timestamptz IS NULL OR created_at > $8) AND ($9::timestamptz IS NULL OR created_at < $9)
 		ORDER BY created_at DESC, id DESC
-		LIMIT $4`, owner, after.ID, after.At, limit+1)
+		LIMIT $4`, p.Owner, after.ID, after.At, limit+1, string(p.Status), p.Model, p.Workload,
+		optionalTime(p.CreatedAfter), optionalTime(p.CreatedBefore))
 	if err != nil {
 		return Page{}, fmt.Errorf("tasks: list: %w", err)
 	}
@@ -102,6 +119,14 @@ func (s *Service) List(ctx context.Context, owner, cursor string, limit int) (Pa
 		s.reveal(&list[i])
 	}
 	return page(list, limit), nil
+}
+
+// optionalTime is t as a query argument: NULL when zero.
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // cursor is a position in a newest-first listing.
