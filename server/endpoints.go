@@ -21,6 +21,7 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1.POST("/messages", createMessage(d), antAuth...)
 	v1.POST("/messages/count_tokens", countTokens(d), antAuth...)
 	v1.POST("/embeddings", embeddings(d), auth...)
+	v1.GET("/routes", listRoutes(d), auth...)
 	v1.POST("/routes/:name", callRoute(d), auth...)
 	v1.GET("/models", modelsList(d), auth...)
 	v1.GET("/tasks", listTasks(d), auth...)

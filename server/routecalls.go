@@ -36,6 +36,20 @@ type routeAnswer struct {
 	TaskID       *string             `json:"task_id"`
 }
 
+// listRoutes: GET /v1/routes, every route with what a caller needs to call
+// it (its input schema, prompt version, output and fallbacks).
+func listRoutes(d *Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		out := struct {
+			Data []routes.Summary `json:"data"`
+		}{Data: []routes.Summary{}}
+		if d.Routes != nil {
+			out.Data = d.Routes.List()
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
 // callRoute: POST /v1/routes/{name}. Answers synchronously: with the
 // route's data, the tool calls the model asked for, a same-shape fallback
 // naming the guard and reason (on_failure: fallback), or a stable error

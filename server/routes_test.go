@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/provider/fake"
@@ -233,5 +236,52 @@ func TestRouteRunsAsATask(t *testing.T) {
 	}
 	if r := e.post(key, "k3", []byte(`{"route":"nope","input":{}}`), nil); r.status != http.StatusNotFound {
 		t.Errorf("unknown route: %d, want 404", r.status)
+	}
+}
+
+// TestListRoutes: GET /v1/routes describes every route as a caller needs
+// it, and the input schema it gives is the one a call is held to.
+func TestListRoutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorkers: true})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	r := e.do(http.MethodGet, "/v1/routes", key, nil, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /v1/routes: %d %s", r.status, r.body)
+	}
+	var out struct {
+		Data []routes.Summary `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]routes.Summary{}
+	var names []string
+	for _, s := range out.Data {
+		byName[s.Name] = s
+		names = append(names, s.Name)
+	}
+	if !slices.IsSorted(names) || len(names) < 3 {
+		t.Errorf("routes %v, want every route, by name", names)
+	}
+	draft, classify := byName["draft-reply"], byName["classify-ticket"]
+	if draft.PromptVersion != "2026-11-30.1" || draft.Model != "test-model" || draft.OnFailure != "error" ||
+		draft.Output.Type != "text" || draft.Output.MaxLength != 1200 || draft.Fallback != "Thanks for your message; we will reply shortly." {
+		t.Errorf("draft-reply = %+v", draft)
+	}
+	wantInput := map[string]any{"type": "object", "additionalProperties": false, "required": []any{"message"},
+		"properties": map[string]any{"message": map[string]any{"type": "string", "minLength": 1.0, "maxLength": 500.0}}}
+	if diff := cmp.Diff(wantInput, draft.InputSchema); diff != "" {
+		t.Errorf("draft-reply input schema (-want +got):\n%s", diff)
+	}
+	if classify.Output.Type != "json" || !strings.Contains(string(classify.Output.Schema), `"confidence"`) || classify.OnFailure != "fallback" {
+		t.Errorf("classify-ticket = %+v", classify)
+	}
+	// A call outside the schema is refused; one inside it is accepted.
+	if r := routeCall(e, key, "draft-reply", "too-long", map[string]any{"message": strings.Repeat("x", 501)}); r.status != http.StatusBadRequest {
+		t.Errorf("input beyond maxLength: %d, want 400", r.status)
+	}
+	if r := routeCall(e, key, "draft-reply", "extra", map[string]any{"message": "hi", "other": 1}); r.status != http.StatusBadRequest {
+		t.Errorf("input with a field outside the schema: %d, want 400", r.status)
 	}
 }
