@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,6 +67,9 @@ type Principal struct {
 	OwnerID  string
 	Role     Role
 	Workload string // the key's workload; its tasks also count against that workload's budget
+	// ExpiresAt is when the key stops authenticating; nil for never. A
+	// cached principal is not answered past it.
+	ExpiresAt *time.Time
 }
 
 // Store reads and writes owners and keys.
@@ -90,34 +94,69 @@ func EnsureOwnerTx(ctx context.Context, tx pgx.Tx, owner string) error {
 	return nil
 }
 
-// CreateKey creates the owner if needed and a new key for it, returning the
-// key in clear. This is the only time the clear key exists anywhere.
-// workload ("" for none) groups keys under a workload budget.
+// KeyParams describe a key to create.
+type KeyParams struct {
+	Owner    string
+	Role     Role
+	Workload string // "" for none; groups keys under a workload budget
+	Name     string // for people: what the key is for; at most 200 characters
+	// ExpiresAt, when set, is when the key stops authenticating, as if
+	// revoked then.
+	ExpiresAt *time.Time
+	// Actor is who creates the key (the CLI, or an admin key over HTTP),
+	// kept as created_by.
+	Actor string
+}
+
+// MaxKeyName bounds a key's name.
+const MaxKeyName = 200
+
+// CreateKey creates a key for owner with role and workload, by the CLI's
+// defaults; see NewKey.
 func (s *Store) CreateKey(ctx context.Context, owner string, role Role, workload string) (key string, err error) {
-	if _, err := ParseRole(string(role)); err != nil {
-		return "", err
+	k, err := s.NewKey(ctx, KeyParams{Owner: owner, Role: role, Workload: workload, Actor: "cli"})
+	return k.Secret, err
+}
+
+// NewKey creates the owner if needed and a new key for it, returning the
+// key with its secret in clear. This is the only time the clear key exists
+// anywhere: the store keeps its SHA-256 digest.
+func (s *Store) NewKey(ctx context.Context, p KeyParams) (Key, error) {
+	if _, err := ParseRole(string(p.Role)); err != nil {
+		return Key{}, err
 	}
-	if workload != "" && !ValidOwner(workload) {
-		return "", fmt.Errorf("%w: workload %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, workload)
+	if p.Workload != "" && !ValidOwner(p.Workload) {
+		return Key{}, fmt.Errorf("%w: workload %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, p.Workload)
+	}
+	if utf8.RuneCountInString(p.Name) > MaxKeyName {
+		return Key{}, fmt.Errorf("%w: name must be at most %d characters", ErrInvalid, MaxKeyName)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("accounts: random key: %w", err)
+		return Key{}, fmt.Errorf("accounts: random key: %w", err)
 	}
-	key = keyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	digest := sha256.Sum256([]byte(key))
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := EnsureOwnerTx(ctx, tx, owner); err != nil {
+	secret := keyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	digest := sha256.Sum256([]byte(secret))
+	var k Key
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := EnsureOwnerTx(ctx, tx, p.Owner); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (owner_id, role, key_hash, key_prefix, workload) VALUES ($1, $2, $3, $4, $5)`,
-			owner, string(role), digest[:], key[:len(keyPrefix)+4], workload)
+		rows, err := tx.Query(ctx, `
+			INSERT INTO api_keys (owner_id, role, key_hash, key_prefix, workload, name, expires_at, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			RETURNING `+keyColumns, p.Owner, string(p.Role), digest[:], secret[:len(keyPrefix)+4], p.Workload, p.Name, p.ExpiresAt, p.Actor)
+		if err != nil {
+			return err
+		}
+		k, err = pgx.CollectExactlyOneRow(rows, scanKey)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("accounts: create key: %w", err)
+		return Key{}, fmt.Errorf("accounts: create key: %w", err)
 	}
-	return key, nil
+	k.Secret = secret
+	return k, nil
 }
 
 // Authenticate returns the principal for a clear key, or ErrUnauthenticated.
@@ -142,14 +181,25 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 	return p, err
 }
 
-// authenticate reads the principal of a key's digest.
+// authenticate reads the principal of a key's digest: a key neither
+// revoked nor expired. It also notes when the key was last used, at most
+// once a minute per key (a write, and the change announcement that drops
+// the key from every instance's cache, once a minute rather than per
+// request).
 func (s *Store) authenticate(ctx context.Context, digest [32]byte) (Principal, error) {
 	var p Principal
 	var role string
 	var stored []byte
-	err := s.pool.QueryRow(ctx,
-		`SELECT id::text, owner_id, role, workload, key_hash FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role, &p.Workload, &stored)
+	err := s.pool.QueryRow(ctx, `
+		WITH k AS (
+			SELECT id, owner_id, role, workload, key_hash, expires_at, last_used_at FROM api_keys
+			WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+		), touched AS (
+			UPDATE api_keys SET last_used_at = now() FROM k
+			WHERE api_keys.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute')
+		)
+		SELECT id::text, owner_id, role, workload, key_hash, expires_at FROM k`,
+		digest[:]).Scan(&p.KeyID, &p.OwnerID, &role, &p.Workload, &stored, &p.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -222,40 +272,56 @@ func (s *Store) SetPrivacy(ctx context.Context, p Privacy) (Privacy, error) {
 	return p, nil
 }
 
-// Key is an API key as operators see it: never the key itself.
+// Key is an API key as operators see it. Secret is set only in NewKey's
+// answer: the key in clear, never stored.
 type Key struct {
-	ID        string     `json:"id"`
-	OwnerID   string     `json:"owner_id"`
-	Role      Role       `json:"role"`
-	Workload  string     `json:"workload"`
-	Prefix    string     `json:"prefix"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
+	ID         string     `json:"id"`
+	Secret     string     `json:"-"`
+	OwnerID    string     `json:"owner_id"`
+	Role       Role       `json:"role"`
+	Workload   string     `json:"workload"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	CreatedBy  string     `json:"created_by"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+	RevokedBy  *string    `json:"revoked_by"`
+}
+
+// keyColumns are the columns scanKey reads.
+const keyColumns = `id::text, owner_id, role, workload, name, key_prefix, created_at, created_by, expires_at, last_used_at, revoked_at, revoked_by`
+
+func scanKey(r pgx.CollectableRow) (Key, error) {
+	var k Key
+	var role string
+	err := r.Scan(&k.ID, &k.OwnerID, &role, &k.Workload, &k.Name, &k.Prefix, &k.CreatedAt, &k.CreatedBy, &k.ExpiresAt,
+		&k.LastUsedAt, &k.RevokedAt, &k.RevokedBy)
+	k.Role = Role(role)
+	return k, err
 }
 
 // ListKeys returns the owner's keys ("" for every owner), newest first.
 func (s *Store) ListKeys(ctx context.Context, owner string) ([]Key, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id::text, owner_id, role, workload, key_prefix, created_at, revoked_at FROM api_keys
+	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys
 		WHERE $1 = '' OR owner_id = $1 ORDER BY created_at DESC, id`, owner)
 	if err != nil {
 		return nil, fmt.Errorf("accounts: list keys: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
-		var k Key
-		var role string
-		err := r.Scan(&k.ID, &k.OwnerID, &role, &k.Workload, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
-		k.Role = Role(role)
-		return k, err
-	})
+	keys, err := pgx.CollectRows(rows, scanKey)
+	if err != nil {
+		return nil, fmt.Errorf("accounts: list keys: %w", err)
+	}
+	return keys, nil
 }
 
-// Revoke revokes a key by id. A revoked key fails at once here, and on
+// Revoke revokes a key by id, actor naming who revoked it. A revoked key fails at once here, and on
 // every other instance as soon as PostgreSQL's announcement of the change
 // reaches it (see CacheKeys). It returns ErrKeyNotFound for an unknown or
 // already revoked key.
-func (s *Store) Revoke(ctx context.Context, keyID string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id::text = $1 AND revoked_at IS NULL`, keyID)
+func (s *Store) Revoke(ctx context.Context, keyID, actor string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now(), revoked_by = $2 WHERE id::text = $1 AND revoked_at IS NULL`, keyID, actor)
 	if err != nil {
 		return fmt.Errorf("accounts: revoke: %w", err)
 	}

@@ -97,7 +97,7 @@ func (c *keyCache) get(digest [32]byte) (p Principal, ok bool, gen uint64) {
 		return Principal{}, false, 0
 	}
 	e, ok := c.entries[digest]
-	if ok && c.now().Sub(e.at) < c.ttl {
+	if ok && c.now().Sub(e.at) < c.ttl && (e.p.ExpiresAt == nil || c.now().Before(*e.p.ExpiresAt)) {
 		return e.p, true, c.gen
 	}
 	return Principal{}, false, c.gen

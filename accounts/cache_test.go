@@ -66,7 +66,7 @@ func TestCachedKeysFollowEveryChange(t *testing.T) {
 	})
 	t.Run("revoked by one instance", func(t *testing.T) {
 		key, id := newKey()
-		if err := a.Revoke(ctx, id); err != nil {
+		if err := a.Revoke(ctx, id, "test"); err != nil {
 			t.Fatal(err)
 		}
 		if !refused(a, key) {

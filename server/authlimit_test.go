@@ -20,7 +20,7 @@ func TestAuthFailuresAreRateLimitedAndRevocationIsImmediate(t *testing.T) {
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys = %v, %v", keys, err)
 	}
-	if err := e.accounts.Revoke(t.Context(), keys[0].ID); err != nil {
+	if err := e.accounts.Revoke(t.Context(), keys[0].ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.do(http.MethodGet, "/v1/tasks", key, nil, nil); r.status != http.StatusUnauthorized {

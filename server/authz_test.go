@@ -38,6 +38,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	adminOnly := map[string]bool{
 		"PUT /v1/budgets/{owner}": true, "POST /v1/budgets/{owner}/topups": true, "GET /v1/audit": true,
 		"GET /v1/admin/status": true, "PUT /v1/owners/{owner}/privacy": true,
+		"POST /v1/keys": true, "GET /v1/keys": true, "DELETE /v1/keys/{id}": true,
 	}
 	var ops []string
 	for path, item := range doc.Paths.Map() {
@@ -64,6 +65,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"PUT /v1/owners/{owner}/privacy":  `{"redaction_policy":"redact","body_retention_days":30,"metadata_retention_days":400}`,
 		"POST /v1/routes/{name}":          `{"input":{"product":"kettle"}}`,
 		"POST /v1/responses":              `{"model":"test-model","input":"hi"}`,
+		"POST /v1/keys":                   `{"owner":"authz-made","role":"client"}`,
 	}
 	for _, op := range ops {
 		method, tmpl, _ := strings.Cut(op, " ")

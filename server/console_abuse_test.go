@@ -124,7 +124,7 @@ func TestConsoleSessionOfARevokedKeyEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.accounts.Revoke(context.Background(), p.KeyID); err != nil {
+	if err := e.accounts.Revoke(context.Background(), p.KeyID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	eventually.Wait(t, "the revoked key's session to end", func() bool {

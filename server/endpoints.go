@@ -40,6 +40,9 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1.GET("/budgets/:owner", getBudget(d), auth...)
 	v1.PUT("/budgets/:owner", putBudget(d), auth...)
 	v1.POST("/budgets/:owner/topups", postTopup(d), auth...)
+	v1.POST("/keys", createKey(d), auth...)
+	v1.GET("/keys", listKeys(d), auth...)
+	v1.DELETE("/keys/:id", revokeKey(d), auth...)
 
 	// OpenAI's Responses API (responses.go).
 	v1.POST("/responses", createResponse(d), auth...)

@@ -256,7 +256,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Pool:   pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, clock.Now),
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
-		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart, AuthFailures: o.authFailures,
+		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart, AuthFailures: o.authFailures, Now: clock.Now,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)

@@ -133,6 +133,8 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 		return http.StatusConflict, "conflict", "The task has not finished yet.", nil
 	case errors.Is(err, accounts.ErrNotFound):
 		return http.StatusNotFound, "not_found", "No such owner.", nil
+	case errors.Is(err, accounts.ErrKeyNotFound):
+		return http.StatusNotFound, "not_found", "No such active key.", nil
 	case errors.Is(err, accounts.ErrInvalid):
 		return http.StatusBadRequest, "invalid_request", accountsDetail(err), nil
 	case errors.Is(err, tasks.ErrFinished):

@@ -58,6 +58,9 @@ type Deps struct {
 	// (TOLLGATE_METRICS_ADDR, see MetricsHandler), so /metrics here
 	// answers only an admin API key or MetricsToken.
 	MetricsElsewhere bool
+	// Now is the clock a request is judged by (an expiry must be in the
+	// future); default time.Now.
+	Now func() time.Time
 
 	// authLimit counts failed authentications per address, for the API
 	// and the console's sign-in alike.
@@ -77,6 +80,9 @@ func New(d Deps) *echo.Echo {
 	}
 	if d.MaxWait <= 0 {
 		d.MaxWait = 60 * time.Second
+	}
+	if d.Now == nil {
+		d.Now = time.Now
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)

@@ -199,7 +199,7 @@ func keysManage(ctx context.Context, args []string, getenv func(string) string, 
 		if *id == "" {
 			return errors.New("usage: tollgate keys revoke --id KEY_ID")
 		}
-		if err := store.Revoke(ctx, *id); err != nil {
+		if err := store.Revoke(ctx, *id, "cli"); err != nil {
 			return fmt.Errorf("revoke %s: %w", *id, err)
 		}
 		fmt.Fprintln(stdout, "revoked", *id)
