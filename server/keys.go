@@ -16,10 +16,10 @@ import (
 // revoked_by trail, as `tollgate keys`.
 
 type keyInput struct {
-	Owner     string     `json:"owner"`
-	Role      string     `json:"role"`
-	Workload  string     `json:"workload"`
-	Name      string     `json:"name"`
+	Owner     string  `json:"owner"`
+	Role      string  `json:"role"`
+	Workload  string  `json:"workload"`
+	Name      string  `json:"name"`
 	ExpiresAt *string `json:"expires_at"` // RFC 3339, read apart to name the field when malformed
 }
 
