@@ -183,9 +183,9 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 
 // authenticate reads the principal of a key's digest: a key neither
 // revoked nor expired. It also notes when the key was last used, at most
-// once a minute per key (a write, and the change announcement that drops
-// the key from every instance's cache, once a minute rather than per
-// request).
+// once a minute per key: a write once a minute rather than per request,
+// which is not announced as a change (migration 000146), so the key stays
+// cached everywhere.
 func (s *Store) authenticate(ctx context.Context, digest [32]byte) (Principal, error) {
 	var p Principal
 	var role string
@@ -272,12 +272,13 @@ func (s *Store) SetPrivacy(ctx context.Context, p Privacy) (Privacy, error) {
 	return p, nil
 }
 
-// Key is an API key as operators see it. Secret is set only in NewKey's
-// answer: the key in clear, never stored.
+// Key is an API key as operators see it, in the JSON of the keys API.
+// Secret, the key in clear, is set only in NewKey's answer: it is never
+// stored, and never listed.
 type Key struct {
 	ID         string     `json:"id"`
-	Secret     string     `json:"-"`
-	OwnerID    string     `json:"owner_id"`
+	Secret     string     `json:"key,omitempty"`
+	OwnerID    string     `json:"owner"`
 	Role       Role       `json:"role"`
 	Workload   string     `json:"workload"`
 	Name       string     `json:"name"`

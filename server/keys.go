@@ -23,30 +23,6 @@ type keyInput struct {
 	ExpiresAt *string `json:"expires_at"` // RFC 3339, read apart to name the field when malformed
 }
 
-// keyOut is a key as the API shows it; Key (the secret) only in the answer
-// to its creation.
-type keyOut struct {
-	ID         string     `json:"id"`
-	Key        string     `json:"key,omitempty"`
-	Owner      string     `json:"owner"`
-	Role       string     `json:"role"`
-	Workload   string     `json:"workload"`
-	Name       string     `json:"name"`
-	Prefix     string     `json:"prefix"`
-	CreatedAt  time.Time  `json:"created_at"`
-	CreatedBy  string     `json:"created_by"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-	RevokedAt  *time.Time `json:"revoked_at"`
-	RevokedBy  *string    `json:"revoked_by"`
-}
-
-func keyOf(k accounts.Key) keyOut {
-	return keyOut{ID: k.ID, Key: k.Secret, Owner: k.OwnerID, Role: string(k.Role), Workload: k.Workload, Name: k.Name,
-		Prefix: k.Prefix, CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, LastUsedAt: k.LastUsedAt,
-		RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy}
-}
-
 // createKey: POST /v1/keys. 201 with the key's secret, shown only here.
 func createKey(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -91,7 +67,7 @@ func createKey(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusCreated, keyOf(k))
+		return c.JSON(http.StatusCreated, k)
 	}
 }
 
@@ -110,13 +86,12 @@ func listKeys(d *Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		out := struct {
-			Data []keyOut `json:"data"`
-		}{Data: make([]keyOut, 0, len(keys))}
-		for _, k := range keys {
-			out.Data = append(out.Data, keyOf(k))
+		if keys == nil {
+			keys = []accounts.Key{}
 		}
-		return c.JSON(http.StatusOK, out)
+		return c.JSON(http.StatusOK, struct {
+			Data []accounts.Key `json:"data"`
+		}{keys})
 	}
 }
 
