@@ -132,9 +132,14 @@ func TestAnthropicSDKPlainTextAndIdempotency(t *testing.T) {
 				Messages: []anthropic.MessageParam{antUserText("Say hi")}, Metadata: anthropic.MetadataParam{UserID: anthropic.String("user-7")}}
 			// This SDK no longer models the sampling parameters; a client
 			// that still sends them sets them on the body.
-			msg, err := client.Messages.New(ctx, params, option.WithJSONSet("temperature", 0.5))
+			msg, err := client.Messages.New(ctx, params, option.WithJSONSet("temperature", 0.5), option.WithJSONSet("top_k", 5))
 			if err != nil {
 				t.Fatal(err)
+			}
+			// top_k is carried on both: Anthropic's own field, and a
+			// passthrough field for OpenAI-compatible servers that know it.
+			if body := string(e.fake.Calls()[0].Body); !strings.Contains(body, `"top_k":5`) {
+				t.Errorf("provider call %s, want top_k carried", body)
 			}
 			h := lastHeader(answers)
 			task := taskOf(t, e, key, h)
@@ -206,6 +211,12 @@ func TestAnthropicSDKPlainTextAndIdempotency(t *testing.T) {
 			// each message 4 of framing.
 			if count.InputTokens != 14 {
 				t.Errorf("count_tokens = %d, want 14", count.InputTokens)
+			}
+			// The reservation of the same prompt started from that
+			// count: at 1 micro an input token and 2 an output one, the
+			// count plus twice max_tokens.
+			if got, want := e.scalar(`SELECT amount_micros FROM budget_reservations WHERE task_id = $1`, task.ID), count.InputTokens+2*64; got != want {
+				t.Errorf("reservation = %d micros, want %d (count_tokens' %d input tokens and 64 output)", got, want, count.InputTokens)
 			}
 			e.checkInvariants()
 		})
