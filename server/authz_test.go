@@ -65,7 +65,6 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"PUT /v1/owners/{owner}/privacy":  `{"redaction_policy":"redact","body_retention_days":30,"metadata_retention_days":400}`,
 		"POST /v1/routes/{name}":          `{"input":{"product":"kettle"}}`,
 		"POST /v1/responses":              `{"model":"test-model","input":"hi"}`,
-		"POST /v1/embeddings":             `{"model":"test-model","input":"hi"}`,
 		"POST /v1/keys":                   `{"owner":"authz-made","role":"client"}`,
 		"POST /v1/embeddings":             `{"model":"test-model","input":"hi"}`,
 	}
