@@ -66,6 +66,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /v1/routes/{name}":          `{"input":{"product":"kettle"}}`,
 		"POST /v1/responses":              `{"model":"test-model","input":"hi"}`,
 		"POST /v1/keys":                   `{"owner":"authz-made","role":"client"}`,
+		"POST /v1/embeddings":             `{"model":"test-model","input":"hi"}`,
 	}
 	for _, op := range ops {
 		method, tmpl, _ := strings.Cut(op, " ")

@@ -70,6 +70,8 @@ func fakeVectors(texts []string, dims int) [][]float32 {
 	return out
 }
 
+// The SDK's embeddings client gets the fake's vectors for a string, an
+// array, dimensions and base64, and the provider gets every field.
 func TestEmbeddingsSDK(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{catalog: embeddingCatalog})
@@ -355,6 +357,7 @@ func TestEmbeddingsProviderFailures(t *testing.T) {
 	e.checkInvariants()
 }
 
+// A Workers AI embedding model answers through the same endpoint.
 func TestEmbeddingsOnWorkersAI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{catalog: embeddingCatalog})
