@@ -2,8 +2,8 @@
 -- "sent" before calling the provider, and the outcome's recording updates
 -- that entry; a run that finds an entry still "sent" counts the call as
 -- ambiguous. Nothing is read from River's job rows to tell whether a call
--- was made: the columns that tied attempts and kept answers to River's
--- runs go.
+-- was made, nor from the columns that tied attempts and kept answers to
+-- River's runs.
 --
 -- A kept answer completes the entry of its attempt number. One kept by a
 -- run that journalled its call only with its outcome (sent = false) gets
@@ -21,7 +21,9 @@ UPDATE tasks t SET attempts = k.attempt
 FROM (SELECT task_id, max(attempt) AS attempt FROM task_kept_answers WHERE NOT sent GROUP BY task_id) k
 WHERE t.id = k.task_id AND t.attempts < k.attempt;
 
-ALTER TABLE task_attempts DROP COLUMN river_error_attempt;
-ALTER TABLE task_kept_answers
-    DROP COLUMN river_attempt,
-    DROP COLUMN sent;
+-- The columns stay one release (deploy/README.md, "Migrations: once per
+-- release"): instances of the previous release still write them while the
+-- next one takes over. This release neither reads nor writes them; a kept
+-- answer's call always has its "sent" entry, which the default says for an
+-- insert that no longer names the column. A later migration drops them.
+ALTER TABLE task_kept_answers ALTER COLUMN sent SET DEFAULT true;
