@@ -58,6 +58,9 @@ type keptBody struct {
 	// choice's text (richAnswer); Content is then the first one's text.
 	Choices           []Choice `json:"choices,omitempty"`
 	SystemFingerprint string   `json:"system_fingerprint,omitempty"`
+	// Embeddings is an embeddings answer's vectors; such an answer has no
+	// choices.
+	Embeddings [][]float32 `json:"embeddings,omitempty"`
 }
 
 type keptUsage struct {
@@ -70,7 +73,7 @@ type keptUsage struct {
 
 func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
 	b := keptBody{Content: resp.Text(), Model: resp.Model, FinishReason: resp.FinishReason(), Status: resp.Status, Stream: stream,
-		SystemFingerprint: resp.SystemFingerprint}
+		SystemFingerprint: resp.SystemFingerprint, Embeddings: resp.Embeddings}
 	if choices := choicesOf(resp); richAnswer(choices) || len(choices) == 1 && choices[0].Index != 0 {
 		b.Choices = choices
 	}
@@ -83,6 +86,9 @@ func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
 
 // response is the provider's answer as the run received it.
 func (b keptBody) response() *provider.Response {
+	if b.Embeddings != nil {
+		return &provider.Response{Embeddings: b.Embeddings, Model: b.Model, Usage: b.usage(), Status: b.Status}
+	}
 	r := provider.TextResponse(b.Content, b.FinishReason)
 	if b.Choices != nil {
 		r.Choices = make([]provider.Choice, len(b.Choices))
@@ -91,12 +97,17 @@ func (b keptBody) response() *provider.Response {
 				StopReason: c.StopReason, StopSequence: c.StopSequence}
 		}
 	}
-	r.Model, r.Status, r.SystemFingerprint = b.Model, b.Status, b.SystemFingerprint
-	if u := b.Usage; u != nil {
-		r.Usage = &provider.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens,
-			CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}
-	}
+	r.Model, r.Status, r.SystemFingerprint, r.Usage = b.Model, b.Status, b.SystemFingerprint, b.usage()
 	return r
+}
+
+func (b keptBody) usage() *provider.Usage {
+	u := b.Usage
+	if u == nil {
+		return nil
+	}
+	return &provider.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens,
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}
 }
 
 // keepSQL writes a kept answer. A retried write of the same answer (its

@@ -79,6 +79,8 @@ func TestKeptBodyRoundTrip(t *testing.T) {
 	}{
 		{withMeta(provider.TextResponse("answer", "stop"), "m-1", &provider.Usage{InputTokens: 6, OutputTokens: 3}, 200), nil},
 		{withMeta(provider.TextResponse("no usage", ""), "", nil, 200), &replay.StreamInfo{ChunksSent: 2, ClientDisconnectedAt: &now}},
+		{&provider.Response{Embeddings: [][]float32{{0.25, -1.5e-7, 3}, {0.1, 0, -0.3333333}}, Model: "e-1",
+			Usage: &provider.Usage{InputTokens: 4}, Status: 200}, nil},
 	}
 	for _, c := range cases {
 		b := keptBodyOf(c.resp, c.stream)
