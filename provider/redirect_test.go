@@ -49,6 +49,11 @@ func TestCallsNeverFollowRedirects(t *testing.T) {
 							// reading it may reset the connection under the
 							// client's write, and the call would read as cut.
 							_, _ = io.Copy(io.Discard, r.Body)
+							// Keep no connection: with a nil client the calls
+							// share http.DefaultTransport, and a connection kept
+							// to a closed subtest's server whose port a later
+							// one reuses would fail its POST as cut.
+							w.Header().Set("Connection", "close")
 							http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), status)
 						}))
 						t.Cleanup(redirector.Close)
