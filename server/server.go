@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/console"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
@@ -25,6 +26,8 @@ type Deps struct {
 	Tasks    *tasks.Service
 	Accounts *accounts.Store
 	Budgets  *budget.Store
+	// Limits holds the rate limits; default one on Pool.
+	Limits *limits.Store
 	Replays  *replay.Store
 	Logger   *slog.Logger
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
@@ -83,6 +86,9 @@ func New(d Deps) *echo.Echo {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.Limits == nil {
+		d.Limits = limits.NewStore(d.Pool)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
