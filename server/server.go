@@ -27,9 +27,9 @@ type Deps struct {
 	Accounts *accounts.Store
 	Budgets  *budget.Store
 	// Limits holds the rate limits; default one on Pool.
-	Limits *limits.Store
-	Replays  *replay.Store
-	Logger   *slog.Logger
+	Limits  *limits.Store
+	Replays *replay.Store
+	Logger  *slog.Logger
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N. Default 60s.

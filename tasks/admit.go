@@ -35,7 +35,7 @@ type admission struct {
 	// Service.reschedule) or dies (Service.WriteSafetyNetsOnce).
 	onArrival bool
 
-	tokens      int64 // the reservation's token estimate, counted by rate limits
+	tokens int64 // the reservation's token estimate, counted by rate limits
 
 	// Filled in by queueInsert once the batch's results are read.
 	task  Task

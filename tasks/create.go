@@ -25,8 +25,8 @@ type Created struct {
 	// RateLimit is the rate limits' decision on the admission, for the
 	// x-ratelimit headers; nil when no limit applies (or on a replay).
 	RateLimit *limits.Decision
-	jobID    int64
-	watch    *watch // Submission.Await's subscription, for Wait
+	jobID     int64
+	watch     *watch // Submission.Await's subscription, for Wait
 }
 
 // Submission is one POST of a task.
