@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -39,6 +40,9 @@ type Limits struct {
 	Workloads map[string]Limit `json:"workloads"`
 }
 
+// workloadFormat is an API key's workload's format (accounts).
+var workloadFormat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
 // Validate returns ErrInvalid, naming the field, for a value below 0 or
 // above MaxPerMinute, a workload with an empty or overlong name, or too
 // many workloads.
@@ -50,8 +54,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: workloads: at most %d", ErrInvalid, MaxWorkloads)
 	}
 	for name, w := range l.Workloads {
-		if name == "" || len(name) > 128 {
-			return fmt.Errorf("%w: workloads: a workload's name must be 1-128 bytes", ErrInvalid)
+		if !workloadFormat.MatchString(name) {
+			return fmt.Errorf("%w: workloads: a workload's name must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid)
 		}
 		if err := w.validate("workloads." + name + "."); err != nil {
 			return err
