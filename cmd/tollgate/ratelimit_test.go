@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +20,23 @@ import (
 	"github.com/tollgate/tollgate/internal/testdb"
 )
 
-// Two `tollgate serve` programs on one database share one rate limit:
+// TestServeProcessHelper is `tollgate serve` in a process of its own
+// when TestRateLimitAcrossTwoServeProcesses starts this test binary for
+// it; otherwise it does nothing. It stops on SIGINT, as main does.
+func TestServeProcessHelper(t *testing.T) {
+	db, addr := os.Getenv("TOLLGATE_TEST_SERVE_DB"), os.Getenv("TOLLGATE_TEST_SERVE_ADDR")
+	if db == "" {
+		t.Skip("started only as a serve process")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, []string{"serve"}, envFunc(map[string]string{"DATABASE_URL": db, "TOLLGATE_ADDR": addr}),
+		strings.NewReader(""), io.Discard, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two `tollgate serve` processes on one database share one rate limit:
 // many concurrent admissions split between them admit exactly the limit
 // in each minute window, the rest are 429 rate_limited with Retry-After,
 // and the tasks in SQL are exactly the admitted ones. The programs run on
@@ -44,19 +63,22 @@ func TestRateLimitAcrossTwoServeProcesses(t *testing.T) {
 	for i := range bases {
 		addr := freeAddr(t)
 		bases[i] = "http://" + addr
-		serveCtx, stop := context.WithCancel(ctx)
 		logs := &syncBuffer{}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestServeProcessHelper$")
+		cmd.Env = []string{"TOLLGATE_TEST_SERVE_DB=" + dbURL, "TOLLGATE_TEST_SERVE_ADDR=" + addr}
+		cmd.Stdout, cmd.Stderr = io.Discard, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan error, 1)
-		go func() {
-			done <- run(serveCtx, []string{"serve"}, envFunc(map[string]string{"DATABASE_URL": dbURL, "TOLLGATE_ADDR": addr}),
-				strings.NewReader(""), io.Discard, logs)
-		}()
+		go func() { done <- cmd.Wait() }()
 		t.Cleanup(func() {
-			stop()
+			_ = cmd.Process.Signal(os.Interrupt)
 			select {
 			case <-done:
 			case <-time.After(time.Minute):
-				t.Errorf("serve %d did not return within a minute of cancel", i)
+				_ = cmd.Process.Kill()
+				t.Errorf("serve process %d did not exit within a minute of SIGINT", i)
 			}
 		})
 		waitHealthy(t, &http.Client{Timeout: 30 * time.Second}, bases[i], done, logs)
