@@ -224,15 +224,23 @@ func TestRateLimitTokensCorrectedBySettlement(t *testing.T) {
 }
 
 // The official OpenAI SDK sees OpenAI's RateLimitError, with its code,
-// type and headers; Anthropic's surface answers rate_limit_error.
+// type and headers; Anthropic's surface answers rate_limit_error; routes,
+// embeddings and responses are limited alike.
 func TestRateLimitOnProviderSurfaces(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	withEmbeddings := strings.Replace(testCatalog, "routes:\n",
+		"  - {name: embed-model, kind: embedding, provider: default, provider_model: text-embedding-3-small, input_micros_per_mtok: 1000000}\nroutes:\n", 1)
+	e := newEnv(t, envOptions{catalog: withEmbeddings})
 	at := limitWindow()
 	e.clock.Set(at)
 	admin := e.owner("ops", accounts.RoleAdmin, 0)
 	client := e.owner("acme", accounts.RoleClient, 1_000_000_000)
-	e.putLimits(admin, "acme", `{"requests_per_minute": 1, "tokens_per_minute": 1000000}`)
+	e.putLimits(admin, "acme", `{"requests_per_minute": 2, "tokens_per_minute": 1000000}`)
+	// A route call is admitted like any task, with the headers.
+	rc := e.do(http.MethodPost, "/v1/routes/tagline", client, []byte(`{"input":{"product":"kettle"}}`), map[string]string{"Idempotency-Key": "r1"})
+	if rc.status != http.StatusOK || rc.header.Get("x-ratelimit-remaining-requests") != "1" {
+		t.Fatalf("route call: %d %v %s", rc.status, rc.header, rc.body)
+	}
 	answers := &sdkAnswers{}
 	sdk := openai.NewClient(option.WithBaseURL(e.url+"/v1"), option.WithAPIKey(client), option.WithMaxRetries(0),
 		option.WithHTTPClient(e.client), option.WithMiddleware(answers.middleware))
@@ -254,7 +262,7 @@ func TestRateLimitOnProviderSurfaces(t *testing.T) {
 		t.Errorf("code %q type %q, want rate_limit_exceeded/requests", apiErr.Code, apiErr.Type)
 	}
 	h := apiErr.Response.Header
-	for k, v := range map[string]string{"Retry-After": "50", "x-ratelimit-limit-requests": "1", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50s"} {
+	for k, v := range map[string]string{"Retry-After": "50", "x-ratelimit-limit-requests": "2", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50s"} {
 		if h.Get(k) != v {
 			t.Errorf("%s = %q, want %q", k, h.Get(k), v)
 		}
@@ -273,9 +281,21 @@ func TestRateLimitOnProviderSurfaces(t *testing.T) {
 		t.Errorf("/v1/messages: %d %s, want 429 rate_limit_error", r.status, r.body)
 	}
 	r = e.post(client, "x", taskBody("hi", 10), nil)
-	checkRateLimited(t, r, 1, "50")
-	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 1 {
-		t.Errorf("tasks = %d, want 1", n)
+	checkRateLimited(t, r, 2, "50")
+	r = e.do(http.MethodPost, "/v1/routes/tagline", client, []byte(`{"input":{"product":"kettle"}}`), map[string]string{"Idempotency-Key": "r2"})
+	checkRateLimited(t, r, 2, "50")
+	for _, c := range []struct{ path, body string }{
+		{"/v1/embeddings", `{"model":"embed-model","input":"hi"}`},
+		{"/v1/responses", `{"model":"test-model","input":"hi"}`},
+	} {
+		r = e.do(http.MethodPost, c.path, client, []byte(c.body), nil)
+		if r.status != http.StatusTooManyRequests || !strings.Contains(string(r.body), `"code":"rate_limit_exceeded"`) ||
+			r.header.Get("x-ratelimit-limit-requests") != "2" {
+			t.Errorf("%s: %d %v %s, want 429 rate_limit_exceeded", c.path, r.status, r.header, r.body)
+		}
+	}
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 2 {
+		t.Errorf("tasks = %d, want 2", n)
 	}
 }
 
