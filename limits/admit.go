@@ -41,7 +41,9 @@ var ErrBatchOver = errors.New("limits: a limit is exceeded")
 // QueueAdmit queues on b the statement that counts charges, all of owner,
 // on every limited scope they fall under (the owner's, and each one's
 // workload's) in the minute window of at, and remembers each charge's
-// tokens for settlement to correct. Scopes without a limit are not
+// tokens for settlement to correct. It first folds into each window the
+// corrections settlements recorded for it since (actual tokens minus
+// estimate, the count never going below zero). Scopes without a limit are not
 // counted. The counts, the charges' own included, fill out when b's
 // results are read; Decide says whether they fit. The caller rolls back
 // what does not fit. When strict, a count over its limit aborts the
@@ -66,12 +68,19 @@ func QueueAdmit(b *pgx.Batch, owner string, at time.Time, charges []Charge, stri
 			FROM rate_limits l JOIN scoped s ON s.workload = l.workload
 			WHERE l.owner_id = $1 AND (l.requests_per_minute IS NOT NULL OR l.tokens_per_minute IS NOT NULL)
 			GROUP BY l.workload, l.requests_per_minute, l.tokens_per_minute
+		), corr AS (
+			DELETE FROM rate_corrections c USING lim
+			WHERE c.owner_id = $1 AND c.window_start = $5 AND c.workload = lim.workload
+			RETURNING c.workload, c.tokens
+		), owed AS (
+			SELECT workload, sum(tokens) AS tokens FROM corr GROUP BY workload
 		), w AS (
 			INSERT INTO rate_windows AS w (owner_id, workload, window_start, requests, tokens)
 			SELECT $1, workload, $5, n, tokens FROM lim ORDER BY workload
 			ON CONFLICT (owner_id, workload, window_start)
 			DO UPDATE SET requests = w.requests + EXCLUDED.requests,
-			              tokens = LEAST(w.tokens::numeric + EXCLUDED.tokens, 9e18)::bigint
+			              tokens = LEAST(GREATEST(w.tokens + COALESCE((SELECT o.tokens FROM owed o WHERE o.workload = w.workload), 0), 0)
+			                             + EXCLUDED.tokens, 9e18)::bigint
 			RETURNING w.workload, w.requests, w.tokens
 		), c AS (
 			INSERT INTO rate_charges (task_id, owner_id, workload, window_start, tokens)

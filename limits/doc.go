@@ -14,6 +14,9 @@
 // the statement returns into the answer; a refused admission rolls back,
 // its count with it, so nothing of it is written. Tokens are counted at
 // the reservation's estimate and corrected, once, when the task's usage is
-// recorded at settlement (a trigger on usage_records replaces the estimate
-// by the usage, never going below zero).
+// recorded at settlement: a trigger on usage_records records the
+// correction (actual minus estimate) in rate_corrections, and the next
+// admission on the window folds it into the count, never below zero.
+// Settlement never takes a window's lock: it holds the owner's budget
+// rows, which an admission holding a window's lock may be waiting for.
 package limits

@@ -192,8 +192,10 @@ type Execer interface {
 // settlement that comes later finds nothing to correct. It returns how
 // many windows it deleted.
 func Purge(ctx context.Context, db Execer, before time.Time) (int64, error) {
-	if _, err := db.Exec(ctx, `DELETE FROM rate_charges WHERE window_start < $1`, before); err != nil {
-		return 0, fmt.Errorf("limits: purge: %w", err)
+	for _, table := range []string{"rate_charges", "rate_corrections"} {
+		if _, err := db.Exec(ctx, `DELETE FROM `+table+` WHERE window_start < $1`, before); err != nil {
+			return 0, fmt.Errorf("limits: purge: %w", err)
+		}
 	}
 	tag, err := db.Exec(ctx, `DELETE FROM rate_windows WHERE window_start < $1`, before)
 	if err != nil {

@@ -32,19 +32,33 @@ CREATE TABLE rate_charges (
     tokens       bigint NOT NULL
 );
 
+-- Corrections a settlement owes a window's token count: actual minus
+-- estimate. The next admission on the window folds them into the count,
+-- under the window's row lock it takes anyway. Settlement only inserts
+-- here: it never waits for a window's lock, which an admission holds while
+-- it waits for the owner's budget rows that a settlement holds.
+CREATE TABLE rate_corrections (
+    owner_id     text NOT NULL,
+    workload     text NOT NULL,
+    window_start timestamptz NOT NULL,
+    tokens       bigint NOT NULL
+);
+CREATE INDEX rate_corrections_window ON rate_corrections (owner_id, window_start, workload);
+
 -- Every settlement path writes exactly one usage record per task in the
--- transaction that settles it; this trigger corrects the task's window
--- there, by actual minus estimate, never below zero, once.
+-- transaction that settles it; this trigger records there, once, the
+-- correction of the task's windows (its owner's and its workload's).
 CREATE FUNCTION tollgate_rate_settled() RETURNS trigger
     LANGUAGE plpgsql AS $$
 BEGIN
     WITH c AS (
         DELETE FROM rate_charges WHERE task_id = NEW.task_id RETURNING *
     )
-    UPDATE rate_windows w
-    SET tokens = GREATEST(0, w.tokens + NEW.input_tokens + NEW.output_tokens - c.tokens)
-    FROM c
-    WHERE w.owner_id = c.owner_id AND w.window_start = c.window_start AND w.workload IN ('', c.workload);
+    INSERT INTO rate_corrections (owner_id, workload, window_start, tokens)
+    SELECT c.owner_id, s.workload, c.window_start,
+           LEAST(GREATEST(NEW.input_tokens::numeric + NEW.output_tokens - c.tokens, -9e18), 9e18)::bigint
+    FROM c, LATERAL (SELECT '' UNION SELECT c.workload) AS s (workload)
+    WHERE NEW.input_tokens::numeric + NEW.output_tokens <> c.tokens;
     RETURN NULL;
 END;
 $$;

@@ -206,11 +206,23 @@ func TestRateLimitTokensCorrectedBySettlement(t *testing.T) {
 	if used >= estimate {
 		t.Fatalf("usage %d not below the estimate %d: the test proves nothing", used, estimate)
 	}
-	if n := e.scalar(`SELECT tokens FROM rate_windows WHERE owner_id = 'acme'`); n != used {
-		t.Errorf("window tokens after settlement = %d, want the usage %d", n, used)
-	}
 	if n := e.scalar(`SELECT count(*) FROM rate_charges`); n != 0 {
 		t.Errorf("charges left after settlement: %d", n)
+	}
+	// The next admission in the window finds the correction folded in:
+	// the usage, not the estimate, plus its own estimate.
+	r = e.post(client, "t1b", taskBody("hello", 500), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	if remaining := r.header.Get("x-ratelimit-remaining-tokens"); remaining != strconv.FormatInt(100000-used-estimate, 10) {
+		t.Errorf("remaining tokens after settlement %q, want %d", remaining, 100000-used-estimate)
+	}
+	if n := e.scalar(`SELECT tokens FROM rate_windows WHERE owner_id = 'acme'`); n != used+estimate {
+		t.Errorf("window tokens = %d, want the usage %d plus the new estimate %d", n, used, estimate)
+	}
+	if n := e.scalar(`SELECT count(*) FROM rate_corrections`); n != 0 {
+		t.Errorf("corrections left after the fold: %d", n)
 	}
 	// A request whose estimate alone is over what is left is refused, as
 	// tokens, with nothing written.
@@ -218,8 +230,8 @@ func TestRateLimitTokensCorrectedBySettlement(t *testing.T) {
 	if r.status != http.StatusTooManyRequests || r.header.Get("x-ratelimit-limit-tokens") != "100000" {
 		t.Fatalf("over the tokens limit: %d %v %s", r.status, r.header, r.body)
 	}
-	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 1 {
-		t.Errorf("tasks = %d, want 1", n)
+	if n := e.scalar(`SELECT count(*) FROM tasks`); n != 2 {
+		t.Errorf("tasks = %d, want 2", n)
 	}
 }
 
