@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/budget"
-	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
