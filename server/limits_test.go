@@ -370,3 +370,48 @@ func TestLimitsEndpoints(t *testing.T) {
 		t.Errorf("after refusals: %s", r.body)
 	}
 }
+
+// Admissions and settlements of a limited owner running at once neither
+// deadlock nor lose a correction: once every task settled, the window
+// counts the usage of each plus the estimate of the one admitted last.
+func TestRateLimitCorrectionsUnderConcurrentSettlement(t *testing.T) {
+	t.Parallel()
+	const calls = 30
+	e := newEnv(t, envOptions{})
+	at := limitWindow()
+	e.clock.Set(at)
+	admin := e.owner("ops", accounts.RoleAdmin, 0)
+	client := e.owner("acme", accounts.RoleClient, 1_000_000_000)
+	e.putLimits(admin, "acme", `{"requests_per_minute": 1000, "tokens_per_minute": 100000000}`)
+	ids := make([]string, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.post(client, fmt.Sprintf("c%d", i), taskBody("hello", 200), nil)
+			if r.status != http.StatusAccepted {
+				t.Errorf("POST %d: %d %s", i, r.status, r.body)
+				return
+			}
+			ids[i] = r.task(t).ID
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, id := range ids {
+		e.waitFinished(client, id)
+	}
+	used := e.scalar(`SELECT sum(input_tokens + output_tokens) FROM usage_records`)
+	r := e.post(client, "last", taskBody("hello", 200), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("last POST: %d %s", r.status, r.body)
+	}
+	estimate := e.scalar(`SELECT tokens FROM rate_charges`)
+	if n := e.scalar(`SELECT tokens FROM rate_windows WHERE owner_id = 'acme'`); n != used+estimate {
+		t.Errorf("window tokens = %d, want the usage %d plus the last estimate %d", n, used, estimate)
+	}
+	e.checkInvariants()
+}

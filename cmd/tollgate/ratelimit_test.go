@@ -39,7 +39,7 @@ func TestServeProcessHelper(t *testing.T) {
 // Two `tollgate serve` processes on one database share one rate limit:
 // many concurrent admissions split between them admit exactly the limit
 // in each minute window, the rest are 429 rate_limited with Retry-After,
-// and the tasks in SQL are exactly the admitted ones. The programs run on
+// and the tasks in SQL are exactly the admitted ones. The processes run on
 // the real clock, so the calls may straddle a minute: the counts are
 // checked per window.
 func TestRateLimitAcrossTwoServeProcesses(t *testing.T) {
