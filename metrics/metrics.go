@@ -42,6 +42,7 @@ type Metrics struct {
 	shed             *prometheus.CounterVec
 	admitting        prometheus.Gauge
 	queueWait        *prometheus.GaugeVec
+	rateLimited      *prometheus.CounterVec
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -80,7 +81,7 @@ func New() *Metrics {
 			Name: "tollgate_breaker_opened_total", Help: "Times a provider key's circuit breaker opened (account exhausted).",
 		}, []string{"provider_key"}),
 		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded, overloaded.",
+			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded, rate_limited, overloaded.",
 		}, []string{"outcome"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_fallbacks_total", Help: "Route answers a guard substituted with the fallback, by route, guard and reason. Kept apart from 5xx: a fallback is an answer.",
@@ -114,6 +115,9 @@ func New() *Metrics {
 		queueWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_queue_wait_seconds", Help: "How long the next task each provider key's queue hands out has been due, as this process last read it (every second): the figure TOLLGATE_SHED_QUEUE_WAIT_S bounds.",
 		}, []string{"provider_key"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_rate_limited_total", Help: "New tasks refused with 429 rate_limited by a requests- or tokens-per-minute limit, by owner and the key's workload (\"\" for none). Only owners and workloads an admin created appear.",
+		}, []string{"owner_id", "workload"}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -124,7 +128,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.httpRequests, m.httpLatency, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.implausible, m.budgetAlerts, m.fallbacks,
-		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, m.rateLimited, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -166,6 +170,15 @@ func (m *Metrics) TaskSubmitted(outcome string) {
 		return
 	}
 	m.tasksCreated.WithLabelValues(outcome).Inc()
+}
+
+// RateLimited counts one admission a rate limit refused. owner and
+// workload come from the API key (an admin's ids), never from the request.
+func (m *Metrics) RateLimited(owner, workload string) {
+	if m == nil {
+		return
+	}
+	m.rateLimited.WithLabelValues(owner, workload).Inc()
 }
 
 // Shed counts a new task refused as overloaded; reason is the bound

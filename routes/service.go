@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/redact"
@@ -91,6 +92,9 @@ type Answer struct {
 	FinishReason string
 	TaskID       string
 	Replayed     bool
+	// RateLimit is the rate limits' decision on the call's task, for the
+	// x-ratelimit headers; nil when no limit applied or none was made.
+	RateLimit *limits.Decision
 }
 
 // Failure is a route call that failed with on_failure: error: a stable
@@ -182,7 +186,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 		return s.fail(ctx, r, c, inputHash, GuardOutput, vd.Reason, vd.Err.Error(), withoutFailure(t))
 	}
 	if vd.Message != nil {
-		return Answer{Message: vd.Message, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed}, nil
+		return Answer{Message: vd.Message, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed, RateLimit: created.RateLimit}, nil
 	}
 	data, ferr := s.Format(r, vd.Value)
 	if ferr != nil {
@@ -192,7 +196,7 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	if err := s.remember(ctx, r, c.OwnerID, inputHash, t.ID); err != nil {
 		s.log.Warn("route answer cache failed", slog.String("route", r.Name), slog.String("error", err.Error()))
 	}
-	return Answer{Data: data, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed}, nil
+	return Answer{Data: data, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed, RateLimit: created.RateLimit}, nil
 }
 
 // reasonFor maps a task's failure to a fallback reason.

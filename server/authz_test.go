@@ -39,6 +39,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"PUT /v1/budgets/{owner}": true, "POST /v1/budgets/{owner}/topups": true, "GET /v1/audit": true,
 		"GET /v1/admin/status": true, "PUT /v1/owners/{owner}/privacy": true,
 		"POST /v1/keys": true, "GET /v1/keys": true, "DELETE /v1/keys/{id}": true,
+		"GET /v1/limits": true, "GET /v1/limits/{owner}": true, "PUT /v1/limits/{owner}": true,
 	}
 	var ops []string
 	for path, item := range doc.Paths.Map() {
@@ -67,6 +68,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /v1/responses":              `{"model":"test-model","input":"hi"}`,
 		"POST /v1/keys":                   `{"owner":"authz-made","role":"client"}`,
 		"POST /v1/embeddings":             `{"model":"test-model","input":"hi"}`,
+		"PUT /v1/limits/{owner}":          `{}`,
 	}
 	for _, op := range ops {
 		method, tmpl, _ := strings.Cut(op, " ")

@@ -43,6 +43,9 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1.POST("/keys", createKey(d), auth...)
 	v1.GET("/keys", listKeys(d), auth...)
 	v1.DELETE("/keys/:id", revokeKey(d), auth...)
+	v1.GET("/limits", listLimits(d), auth...)
+	v1.GET("/limits/:owner", getLimits(d), auth...)
+	v1.PUT("/limits/:owner", putLimits(d), auth...)
 
 	// OpenAI's Responses API (responses.go).
 	v1.POST("/responses", createResponse(d), auth...)

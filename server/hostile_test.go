@@ -24,6 +24,7 @@ func TestHostileBodiesOnEveryEndpoint(t *testing.T) {
 		{http.MethodPut, "/v1/budgets/acme", admin},
 		{http.MethodPost, "/v1/budgets/acme/topups", admin},
 		{http.MethodPut, "/v1/owners/acme/privacy", admin},
+		{http.MethodPut, "/v1/limits/acme", admin},
 	}
 	deep := strings.Repeat(`{"a":`, 20000) + "1" + strings.Repeat("}", 20000)
 	bodies := map[string]string{

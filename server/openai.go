@@ -66,6 +66,7 @@ func setTaskHeaders(c echo.Context, created tasks.Created) {
 	h := c.Response().Header()
 	h.Set("X-Tollgate-Task-Id", created.Task.ID)
 	h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+	setRateLimitHeaders(h, created.RateLimit)
 }
 
 // awaitAnswer waits, up to the synchronous wait, for a task created on a

@@ -150,7 +150,13 @@ func oaiFailure(f tasks.Failure, d tasks.FailureDetail, tries int) oaiAnswer {
 func oaiAnswerOf(err error, tries int) oaiAnswer {
 	var tf *taskFailed
 	var tp *taskPending
+	var rl *tasks.RateLimitedError
 	switch {
+	case errors.As(err, &rl):
+		// OpenAI's own answer to its rate limits: type names the limit,
+		// code rate_limit_exceeded; the SDK may retry after the wait.
+		return oaiAnswer{status: http.StatusTooManyRequests, typ: string(rl.Decision.Exceeded), code: "rate_limit_exceeded",
+			message: rateLimitedMessage(rl), retry: true, retryAfter: wholeSeconds(rl.Decision.RetryAfter)}
 	case errors.As(err, &tf):
 		f := tasks.Failure{Code: tasks.CodeApplicationFailure, Message: "Tollgate failed to run the task."}
 		if tf.task.Error != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -68,7 +69,7 @@ var titles = map[string]string{
 	"overloaded":                    "Too much work in progress; retry after Retry-After seconds",
 	"conflict":                      "The request conflicts with the resource's state",
 	"gone":                          "The record's bodies were erased",
-	"rate_limited":                  "Too many calls of this route for this user",
+	"rate_limited":                  "Too many requests; retry after Retry-After seconds",
 	"model_incompatible":            "The model provider rejected the request",
 	"incompatible_model_response":   "The model's answer did not fit the route's output contract",
 	"model_quota_exhausted":         "The provider account is out of quota",
@@ -103,6 +104,7 @@ func problemOf(err error) Problem {
 func classify(err error) (status int, code, detail string, fields []tasks.FieldError) {
 	var ve *tasks.ValidationError
 	var re *tasks.RefusedError
+	var rl *tasks.RateLimitedError
 	var he *echo.HTTPError
 	var pgErr *pgconn.PgError
 	var connErr *pgconn.ConnectError
@@ -124,6 +126,13 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	case errors.Is(err, budget.ErrInsufficient):
 		return http.StatusPaymentRequired, "budget_exceeded",
 			"The remaining budget cannot cover this request's reservation. The idempotency key was not used.", nil
+	case errors.As(err, &rl):
+		return http.StatusTooManyRequests, "rate_limited", rateLimitedMessage(rl), nil
+	case errors.Is(err, limits.ErrOwnerNotFound):
+		return http.StatusNotFound, "not_found", "No such owner.", nil
+	case errors.Is(err, limits.ErrInvalid):
+		field, msg := limitsField(err)
+		return http.StatusBadRequest, "invalid_request", field + ": " + msg + ".", []tasks.FieldError{{Field: field, Message: msg}}
 	case errors.Is(err, tasks.ErrOverloaded):
 		return http.StatusServiceUnavailable, "overloaded",
 			"The service is behind and refused this new task without writing anything; the idempotency key is still free. Retry after Retry-After seconds.", nil
@@ -180,6 +189,10 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.LogAttrs(c.Request().Context(), slog.LevelWarn, "response failed after it started",
 				slog.String("trace_id", traceIDOf(c)), slog.String("route", c.Path()), slog.String("error", err.Error()))
 			return
+		}
+		var rl *tasks.RateLimitedError
+		if errors.As(err, &rl) {
+			setRateLimitHeaders(c.Response().Header(), &rl.Decision)
 		}
 		if isOpenAIRoute(c) {
 			logFailure(log, c, writeOAIError(c, err), err)
@@ -254,9 +267,12 @@ func logServerErrors(log *slog.Logger) echo.MiddlewareFunc {
 func retryAfterOf(err error) int {
 	var ae *apiError
 	var oe *tasks.OverloadError
+	var rl *tasks.RateLimitedError
 	switch {
 	case errors.As(err, &ae) && ae.retryAfter > 0:
 		return ae.retryAfter
+	case errors.As(err, &rl):
+		return int(wholeSeconds(rl.Decision.RetryAfter) / time.Second)
 	case errors.As(err, &oe):
 		return max(int((oe.RetryAfter+time.Second-1)/time.Second), 1)
 	}
@@ -271,6 +287,20 @@ func budgetDetail(err error) string {
 		return strings.TrimSpace(msg[i+len("budget: invalid: "):])
 	}
 	return "The request parameters are out of range."
+}
+
+// limitsField splits a limits.ErrInvalid into the field it names and
+// what is wrong with it.
+func limitsField(err error) (field, msg string) {
+	rest := err.Error()
+	if i := strings.Index(rest, "limits: invalid: "); i >= 0 {
+		rest = rest[i+len("limits: invalid: "):]
+	}
+	field, msg, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return "body", rest
+	}
+	return field, msg
 }
 
 // accountsDetail is the detail of an accounts.ErrInvalid: the package's

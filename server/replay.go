@@ -133,6 +133,7 @@ func rerunTask(d *Deps) echo.HandlerFunc {
 		}
 		c.Response().Header().Set("Location", "/v1/tasks/"+created.Task.ID)
 		c.Response().Header().Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		setRateLimitHeaders(c.Response().Header(), created.RateLimit)
 		return c.JSON(http.StatusAccepted, created.Task)
 	}
 }

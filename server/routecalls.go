@@ -85,6 +85,7 @@ func callRoute(d *Deps) echo.HandlerFunc {
 			out.TaskID = &ans.TaskID
 			c.Response().Header().Set("X-Tollgate-Task-Id", ans.TaskID)
 		}
+		setRateLimitHeaders(c.Response().Header(), ans.RateLimit)
 		return c.JSON(http.StatusOK, out)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/console"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/metrics"
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
@@ -25,8 +26,10 @@ type Deps struct {
 	Tasks    *tasks.Service
 	Accounts *accounts.Store
 	Budgets  *budget.Store
-	Replays  *replay.Store
-	Logger   *slog.Logger
+	// Limits holds the rate limits; default one on Pool.
+	Limits  *limits.Store
+	Replays *replay.Store
+	Logger  *slog.Logger
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
 	MaxBodyBytes int64
 	// MaxWait caps Prefer: wait=N. Default 60s.
@@ -83,6 +86,9 @@ func New(d Deps) *echo.Echo {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.Limits == nil {
+		d.Limits = limits.NewStore(d.Pool)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)

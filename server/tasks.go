@@ -75,6 +75,7 @@ func createTask(d *Deps) echo.HandlerFunc {
 		h := c.Response().Header()
 		h.Set("Location", "/v1/tasks/"+t.ID)
 		h.Set("Idempotent-Replayed", strconv.FormatBool(created.Replayed))
+		setRateLimitHeaders(h, created.RateLimit)
 		if waitSet {
 			h.Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
 		}

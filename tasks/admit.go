@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/tracing"
 )
 
@@ -34,10 +35,16 @@ type admission struct {
 	// Service.reschedule) or dies (Service.WriteSafetyNetsOnce).
 	onArrival bool
 
+	tokens int64 // the reservation's token estimate, counted by rate limits
+
 	// Filled in by queueInsert once the batch's results are read.
 	task  Task
 	taken bool // the key was taken by a concurrent request
 	jobID int64
+	// The rate limits' decision (nil when no limit applies), and the
+	// time it was made at.
+	rate   *limits.Decision
+	rateAt time.Time
 }
 
 // needsJob says whether a is written with a River job: every task but a

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/internal/pipetx"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/metrics"
 )
 
@@ -208,13 +209,31 @@ func (b *batchAdmitter) writeOnce(ctx context.Context, batch []*admission) error
 		for i, a := range batch {
 			rs[i] = a.reservation(at)
 		}
+		// The rate windows counted for the whole batch, aborting it if a
+		// limit has no room for all of it (the lone admitter then decides
+		// for each), before the balance rows: the lock order of every
+		// admission.
+		charges := make([]limits.Charge, len(batch))
+		for i, a := range batch {
+			charges[i], a.rateAt = a.rateCharge(), at
+		}
+		windows := &limits.Windows{}
+		limits.QueueAdmit(stmts, batch[0].owner, at, charges, true, windows)
 		budget.QueueReserve(stmts, rs...)
 		// Not under the owner's queue (commitOnBudget): the rows inserted
 		// before the reservation may wait for a concurrent request's
 		// uncommitted row with the same key, which may itself be waiting
 		// for that queue. At most admissionLanes batches per owner at a
 		// time already keep the budget row's waiters few.
-		return tx.CommitWith(ctx, stmts)
+		if err := tx.CommitWith(ctx, stmts); err != nil {
+			return err
+		}
+		// Committed, so every count fitted (strict): each admission's
+		// decision is an admission, with the batch's remaining figures.
+		for _, a := range batch {
+			_ = a.rateDecided(windows)
+		}
+		return nil
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/internal/pipetx"
+	"github.com/tollgate/tollgate/limits"
 )
 
 // admitter writes admissions. Create prepares each new task as an
@@ -24,7 +25,8 @@ type admitter interface {
 	// once they committed (a.task and a.jobID are then set), errKeyTaken
 	// when a concurrent request holds a's key (nothing is written),
 	// budget.ErrInsufficient when a budget cannot cover the reservation,
-	// or the error that stopped the transaction.
+	// a *RateLimitedError when a rate limit has no room for it (nothing is
+	// written), or the error that stopped the transaction.
 	admit(ctx context.Context, a *admission) error
 }
 
@@ -64,16 +66,23 @@ func (l *loneAdmitter) admit(ctx context.Context, a *admission) error {
 			}
 			jobID = res.Job.ID
 		}
-		// The row and the balance rows' read in one round trip.
+		// The row, the rate windows' counts and the balance rows' read
+		// in one round trip, in the lock order every admission keeps:
+		// task row, rate windows, balance rows.
 		at := l.now()
-		rows, balance := &pgx.Batch{}, &budget.BalanceRows{}
+		a.rateAt = at
+		rows, balance, windows := &pgx.Batch{}, &budget.BalanceRows{}, &limits.Windows{}
 		a.queueInsert(rows, jobID, false)
+		limits.QueueAdmit(rows, a.owner, at, []limits.Charge{a.rateCharge()}, false, windows)
 		budget.QueueBalanceRows(rows, a.owner, a.sub.Workload, at, balance)
 		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return err
 		}
 		if a.taken {
 			return errKeyTaken // rolled back, the job with it
+		}
+		if err := a.rateDecided(windows); err != nil {
+			return err // rolled back: the count, the row and the job
 		}
 		if err := balance.Open(ctx, tx); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
+	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/redact"
 )
 
@@ -21,8 +22,11 @@ import (
 type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
-	jobID    int64
-	watch    *watch // Submission.Await's subscription, for Wait
+	// RateLimit is the rate limits' decision on the admission, for the
+	// x-ratelimit headers; nil when no limit applies (or on a replay).
+	RateLimit *limits.Decision
+	jobID     int64
+	watch     *watch // Submission.Await's subscription, for Wait
 }
 
 // Submission is one POST of a task.
@@ -53,7 +57,9 @@ type Submission struct {
 // and request returns the existing task with Replayed set and changes
 // nothing. It returns ErrIdempotencyKeyReused when the key names a task with
 // a different request, budget.ErrInsufficient when a budget cannot cover
-// the reservation (no task is created and the key stays free), an
+// the reservation (no task is created and the key stays free), a
+// *RateLimitedError (ErrRateLimited) when a rate limit of the owner or its
+// workload has no room this minute (nothing is written either), an
 // *OverloadError (ErrOverloaded) when it sheds the task (shed.go; nothing is
 // written either), and a *ValidationError for an invalid request.
 //
@@ -131,7 +137,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 		slog.String("task_id", a.id), slog.String("owner_id", a.owner),
 		slog.String("idempotency_key_digest", logKey(a.key)), slog.String("model", a.model),
 		slog.Int64("reserved_micros", a.amount), slog.String("trace_id", sub.TraceID))
-	return Created{Task: a.task, jobID: a.jobID, watch: w}, nil
+	return Created{Task: a.task, RateLimit: a.rate, jobID: a.jobID, watch: w}, nil
 }
 
 // plan is what Create decides about a submission from the submission and
@@ -149,6 +155,7 @@ type plan struct {
 	model           catalog.Model // the first model of the chain that can take the request
 	raw             []byte        // the request as sent, to be sealed
 	amount          int64         // the reservation (estimate)
+	tokens          int64         // the reservation's tokens, input and output, counted by rate limits
 	estimated       bool          // the model is unpriced: reserved at the default price
 	deadline        time.Duration // the task's whole life
 }
@@ -177,6 +184,7 @@ func (s *Service) planFor(sub Submission) (plan, error) {
 		return plan{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
 	p.amount, p.estimated = s.estimate(fitting, priced, req)
+	p.tokens = s.estimatedTokens(fitting, req)
 	if p.amount > budget.MaxTotalMicros {
 		// More than any budget may hold (a saturated cost among them).
 		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
@@ -226,6 +234,17 @@ func (s *Service) estimate(fitting []catalog.Model, priced bool, req Request) (a
 	return max(amount, 1), !priced
 }
 
+// estimatedTokens is the reservation's token count: input and output, as
+// estimate reserves them, for the model of fitting that may use the most.
+func (s *Service) estimatedTokens(fitting []catalog.Model, req Request) int64 {
+	var tokens int64
+	for _, x := range fitting {
+		in, out := s.reservedTokens(x, req)
+		tokens = max(tokens, budget.SaturatingAdd(in, out))
+	}
+	return tokens
+}
+
 // prepare turns p into the admission the admitter writes, under a new
 // task id: the stored request redacted under the owner's policy, the raw
 // one sealed, the job's args. Redaction happens here, once, before
@@ -237,7 +256,7 @@ func (s *Service) prepare(ctx context.Context, p plan, policy string) (*admissio
 	}
 	id := uuid.New().String()
 	a := &admission{id: id, owner: p.sub.OwnerID, key: p.key, model: p.model.Name, hash: p.hash, stored: stored,
-		sealed: s.cfg.Sealer.Seal(p.raw, []byte(id)), policy: policy, amount: p.amount, estimated: p.estimated,
+		sealed: s.cfg.Sealer.Seal(p.raw, []byte(id)), policy: policy, amount: p.amount, estimated: p.estimated, tokens: p.tokens,
 		deadline: p.deadline, sub: p.sub, providerKey: p.model.Provider}
 	a.args, a.opts = s.enqueueing(ctx, id, p.sub.TraceID, p.model.Provider, p.sub.Inline)
 	return a, nil
@@ -293,6 +312,10 @@ func (s *Service) notAdmitted(ctx context.Context, p plan, err error) (Created, 
 		return Created{}, err
 	case errors.Is(err, budget.ErrInsufficient):
 		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
+		return Created{}, err
+	case errors.Is(err, ErrRateLimited):
+		s.cfg.Metrics.TaskSubmitted("rate_limited")
+		s.cfg.Metrics.RateLimited(p.sub.OwnerID, p.sub.Workload)
 		return Created{}, err
 	}
 	return Created{}, fmt.Errorf("tasks: create: %w", err)

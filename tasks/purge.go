@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/tollgate/tollgate/limits"
 )
 
 // PurgeBodies erases the bodies of finished tasks older than their owner's
@@ -63,9 +65,14 @@ type purgeWorker struct {
 }
 
 func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
-	n, err := w.svc.PurgeBodies(ctx, w.svc.cfg.Now(), 1000)
+	now := w.svc.cfg.Now()
+	n, err := w.svc.PurgeBodies(ctx, now, 1000)
 	if n > 0 {
 		w.svc.cfg.Logger.Info("retention purged task bodies", slog.Int64("tasks", n))
 	}
+	if err != nil {
+		return err
+	}
+	_, err = limits.Purge(ctx, w.svc.pool, now.Add(-limits.Retention))
 	return err
 }
