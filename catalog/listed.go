@@ -176,6 +176,13 @@ func (c *Catalog) closeMatches(name string) []string {
 	if c.prices != nil {
 		for _, k := range c.prices.keys {
 			consider(k)
+			// A client may name a prefixed entry without its prefix
+			// when a provider of its kind serves it.
+			if e := c.prices.models[k]; e.Provider != "" && slices.ContainsFunc(c.Providers, func(p Provider) bool { return p.Kind == e.Provider }) {
+				if bare, cut := strings.CutPrefix(k, e.Provider+"/"); cut {
+					consider(bare)
+				}
+			}
 		}
 	}
 	slices.SortFunc(found, func(a, b match) int {
