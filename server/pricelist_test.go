@@ -72,7 +72,7 @@ func TestPriceListPricesSettledTasks(t *testing.T) {
 func TestPriceListRefusesTypos(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"gpt-4o-mnii","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}`)
-	const hint = `did you mean \"gpt-4o-mini\"?`
+	const hint = `did you mean \"gpt-4o-mini\"`
 	t.Run("native", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{priceList: testPriceList, noWorkers: true})
@@ -99,7 +99,7 @@ func TestPriceListRefusesTypos(t *testing.T) {
 			t.Fatalf("%d %s: %v", r.status, r.body, err)
 		}
 		if r.status != http.StatusBadRequest || env.Error.Type != "invalid_request_error" || env.Error.Param == nil ||
-			*env.Error.Param != "model" || !strings.Contains(env.Error.Message, `did you mean "gpt-4o-mini"?`) {
+			*env.Error.Param != "model" || !strings.Contains(env.Error.Message, `did you mean "gpt-4o-mini"`) {
 			t.Fatalf("%d %s, want 400 in OpenAI's envelope naming model and the close match", r.status, r.body)
 		}
 		e.checkNothingWritten()

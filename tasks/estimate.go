@@ -64,7 +64,12 @@ func unknownModel(err error) *ValidationError {
 		for i, s := range unknown.Suggestions {
 			quoted[i] = strconv.Quote(s)
 		}
-		msg += "; did you mean " + strings.Join(quoted, " or ") + "?"
+		last := len(quoted) - 1
+		alts := quoted[last]
+		if last > 0 {
+			alts = strings.Join(quoted[:last], ", ") + " or " + alts
+		}
+		msg += "; did you mean " + alts
 	}
 	return &ValidationError{Fields: []FieldError{{"model", msg}}}
 }
