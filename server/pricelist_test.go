@@ -18,6 +18,7 @@ const testPriceList = `{
 	"gpt-4o-mini": {"input_cost_per_token": 1.5e-07, "output_cost_per_token": "0.0000006", "cache_read_input_token_cost": 7.5e-08,
 		"litellm_provider": "openai", "mode": "chat", "max_input_tokens": 128000, "max_output_tokens": 16384,
 		"supports_function_calling": true, "supports_vision": true, "supports_response_schema": true},
+	"text-embedding-3-small": {"input_cost_per_token": 2e-08, "output_cost_per_token": 0, "litellm_provider": "openai", "mode": "embedding"},
 	"test-model": {"input_cost_per_token": 9e-06, "output_cost_per_token": 9e-06, "cache_read_input_token_cost": "0.0000001",
 		"litellm_provider": "openai", "mode": "chat"}
 }`
@@ -104,6 +105,24 @@ func TestPriceListRefusesTypos(t *testing.T) {
 		}
 		e.checkNothingWritten()
 	})
+	// The other surfaces refuse in their own envelopes, the same way.
+	others := []struct{ path, body, hint string }{
+		{"/v1/responses", `{"model":"gpt-4o-mnii","input":"hello"}`, `did you mean \"gpt-4o-mini\"`},
+		{"/v1/messages", `{"model":"gpt-4o-mnii","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`, `did you mean \"gpt-4o-mini\"`},
+		{"/v1/embeddings", `{"model":"text-embedding-3-smal","input":"hello"}`, `did you mean \"text-embedding-3-small\"`},
+	}
+	for _, o := range others {
+		t.Run(o.path, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{priceList: testPriceList, noWorkers: true})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			r := e.do(http.MethodPost, o.path, key, []byte(o.body), map[string]string{"Idempotency-Key": "k"})
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), o.hint) {
+				t.Fatalf("%d %s, want 400 naming the close match", r.status, r.body)
+			}
+			e.checkNothingWritten()
+		})
+	}
 	t.Run("pass-through on", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{priceList: testPriceList, listPass: true})
