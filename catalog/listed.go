@@ -19,7 +19,7 @@ import (
 // asks for it, so that a name neither lists is refused (Resolve's
 // *UnknownModelError, with close matches), not charged at the default
 // price. It returns an error when the default model then resolves to
-// nothing.
+// nothing or to an embedding model.
 func (c *Catalog) UsePriceList(l *PriceList, passThrough bool) error {
 	c.prices = l
 	kinds := map[string]string{}
@@ -37,8 +37,12 @@ func (c *Catalog) UsePriceList(l *PriceList, passThrough bool) error {
 	} else {
 		c.PassThrough = c.PassThrough || passThrough
 	}
-	if _, _, err := c.Resolve(""); err != nil {
+	m, _, err := c.Resolve("")
+	if err != nil {
 		return fmt.Errorf("catalog: default model %q is neither a catalog model nor in the price list (TOLLGATE_PASS_THROUGH=on passes unlisted names through)", c.DefaultModel)
+	}
+	if !m.Serves(false) {
+		return fmt.Errorf("catalog: default model %q is an embedding model by the price list; the default serves chat calls", c.DefaultModel)
 	}
 	return nil
 }
@@ -50,8 +54,8 @@ func (c *Catalog) PriceList() *PriceList { return c.prices }
 // described from then on: its capabilities are checked.
 func (m *Model) fill(e Listed) {
 	set := func(key string) bool { return m.set[key] }
-	if !set("kind") && m.Kind == "" && e.Kind == KindEmbedding {
-		m.Kind = KindEmbedding
+	if !set("kind") && m.Kind == "" && e.Kind == KindEmbedding && !slices.ContainsFunc(chatOnlyKeys, set) {
+		m.Kind = KindEmbedding // what the file says of the model is not chat-only
 	}
 	m.passThrough = false
 	if !set("input_micros_per_mtok") && e.Input != nil {
@@ -96,6 +100,11 @@ func (m *Model) fill(e Listed) {
 		}
 	}
 }
+
+// chatOnlyKeys are the keys of a catalog model that only a chat model has:
+// a file that sets one describes a chat model, whatever a list says.
+var chatOnlyKeys = []string{"output_micros_per_mtok", "cached_input_micros_per_mtok", "cache_write_micros_per_mtok",
+	"reasoning_micros_per_mtok", "max_output_tokens", "tools", "vision", "json_schema", "reasoning", "fallback"}
 
 // listed is the model the price list makes of a name no catalog model
 // has: on the first provider of the entry's kind (the first provider when

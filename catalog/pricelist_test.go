@@ -289,6 +289,13 @@ func TestPriceListOnTheZeroConfigPath(t *testing.T) {
 	if err := other.UsePriceList(l, true); err != nil {
 		t.Errorf("unlisted default model with pass-through: %v", err)
 	}
+	embed, err := catalog.FromEnv(env(map[string]string{"MODEL_NAME": "text-embedding-3-small"}), nil, budget.DefaultPrice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := embed.UsePriceList(l, false); err == nil || !strings.Contains(err.Error(), "embedding model") {
+		t.Errorf("an embedding default model: %v, want a refusal", err)
+	}
 }
 
 // The shipped price list loads, and knows every model of the example
@@ -315,6 +322,34 @@ func TestShippedPriceListLoads(t *testing.T) {
 	for _, m := range c.Models {
 		if !m.PassThrough() && m.Kind != catalog.KindEmbedding && m.MaxOutputTokens == 0 {
 			t.Errorf("%s: no output limit after the list", m.Name)
+		}
+	}
+}
+
+// The list makes a catalog model an embedding model only when the file
+// says nothing only a chat model has; the result always loads as valid.
+func TestPriceListKindOfCatalogModels(t *testing.T) {
+	t.Parallel()
+	c := loadWithList(t, `providers: [{key: oa, kind: openai}]
+models:
+  - {name: chat, provider: oa, input_micros_per_mtok: 1}
+  - {name: embed, provider: oa, provider_model: text-embedding-3-small}
+  - {name: embed-priced, provider: oa, provider_model: text-embedding-3-small, input_micros_per_mtok: 5}
+  - {name: embed-as-chat, provider: oa, provider_model: text-embedding-3-small, output_micros_per_mtok: 5}
+`, false)
+	cases := []struct {
+		name  string
+		kind  string
+		price budget.Price
+	}{
+		{"embed", catalog.KindEmbedding, budget.Price{InputPerMTok: 20_000}},
+		{"embed-priced", catalog.KindEmbedding, budget.Price{InputPerMTok: 5}},
+		{"embed-as-chat", "", budget.Price{InputPerMTok: 20_000, OutputPerMTok: 5}},
+	}
+	for _, cs := range cases {
+		m, _, err := c.Resolve(cs.name)
+		if err != nil || m.Kind != cs.kind || cmp.Diff(cs.price, m.Price()) != "" {
+			t.Errorf("%s = kind %q, price %+v, %v; want kind %q, price %+v", cs.name, m.Kind, m.Price(), err, cs.kind, cs.price)
 		}
 	}
 }
