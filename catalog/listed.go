@@ -47,9 +47,6 @@ func (c *Catalog) UsePriceList(l *PriceList, passThrough bool) error {
 	return nil
 }
 
-// PriceList returns the price list in use, nil when there is none.
-func (c *Catalog) PriceList() *PriceList { return c.prices }
-
 // fill sets what m's file entry does not from e. A model e describes is
 // described from then on: its capabilities are checked.
 func (m *Model) fill(e Listed) {
