@@ -74,6 +74,9 @@ type Model struct {
 	Kind string `yaml:"kind"`
 	// passThrough: not listed, run on the pass-through provider.
 	passThrough bool
+	// set holds the keys the catalog file (or TOLLGATE_PRICES) gives:
+	// what a price list may not change.
+	set map[string]bool
 	// Fallback lists models to try, in order, when this one is unavailable.
 	Fallback []string `yaml:"fallback"`
 }
@@ -122,6 +125,11 @@ type Catalog struct {
 	// DefaultPrice applies to pass-through models.
 	DefaultInputMicrosPerMTok  int64 `yaml:"default_input_micros_per_mtok"`
 	DefaultOutputMicrosPerMTok int64 `yaml:"default_output_micros_per_mtok"`
+	// prices is the price list in use (UsePriceList), nil without one.
+	prices *PriceList
+	// implicitPassThrough: pass-through comes from the zero-config path,
+	// not from the file, and a price list turns it off.
+	implicitPassThrough bool
 }
 
 // RouteConfig is one route as written in the file.
@@ -217,6 +225,15 @@ func Parse(raw []byte, getenv func(string) string) (*Catalog, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
+	keys, err := modelKeys(raw)
+	if err != nil {
+		return nil, err
+	}
+	for i := range c.Models {
+		if i < len(keys) {
+			c.Models[i].set = keys[i]
+		}
+	}
 	if err := c.resolve(getenv); err != nil {
 		return nil, err
 	}
@@ -238,6 +255,7 @@ func FromEnv(getenv func(string) string, prices map[string]budget.Price, deflt b
 		}},
 		DefaultModel:               getenv("MODEL_NAME"),
 		PassThrough:                true,
+		implicitPassThrough:        true,
 		DefaultInputMicrosPerMTok:  deflt.InputPerMTok,
 		DefaultOutputMicrosPerMTok: deflt.OutputPerMTok,
 	}
@@ -253,7 +271,8 @@ func FromEnv(getenv func(string) string, prices map[string]budget.Price, deflt b
 		p := prices[name]
 		// Zero-config models are priced, not described: their provider
 		// decides what they can do.
-		c.Models = append(c.Models, Model{Name: name, Provider: "default", InputMicrosPerMTok: p.InputPerMTok, OutputMicrosPerMTok: p.OutputPerMTok, passThrough: true})
+		c.Models = append(c.Models, Model{Name: name, Provider: "default", InputMicrosPerMTok: p.InputPerMTok, OutputMicrosPerMTok: p.OutputPerMTok, passThrough: true,
+			set: map[string]bool{"input_micros_per_mtok": true, "output_micros_per_mtok": true}})
 	}
 	if err := c.resolve(getenv); err != nil {
 		return nil, err
@@ -351,10 +370,12 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 	return nil
 }
 
-// Resolve returns the model a client's name refers to ("" for the default).
-// An unlisted name is served on the first provider at the default price
-// when pass-through is on, and is ErrUnknownModel otherwise. priced reports
-// whether the price is configured rather than the default.
+// Resolve returns the model a client's name refers to ("" for the default):
+// a catalog model, else, with a price list (UsePriceList), a model of the
+// list. Any other name is served on the first provider at the default
+// price when pass-through is on, and is ErrUnknownModel otherwise (an
+// *UnknownModelError naming close matches when a price list is in use).
+// priced reports whether the price is configured rather than the default.
 func (c *Catalog) Resolve(name string) (m Model, priced bool, err error) {
 	if name == "" {
 		name = c.DefaultModel
@@ -363,6 +384,12 @@ func (c *Catalog) Resolve(name string) (m Model, priced bool, err error) {
 		if x.Name == name {
 			return x, true, nil
 		}
+	}
+	if m, ok := c.listed(name); ok {
+		return m, true, nil
+	}
+	if !c.PassThrough && c.prices != nil {
+		return Model{}, false, &UnknownModelError{Name: name, Suggestions: c.closeMatches(name)}
 	}
 	if !c.PassThrough {
 		return Model{}, false, fmt.Errorf("%w: %q", ErrUnknownModel, name)

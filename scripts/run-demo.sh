@@ -9,13 +9,18 @@
 #
 # usage: scripts/run-demo.sh BINARY
 # env:   DEMO_OWNER (default demo), DEMO_BUDGET_MICROS (default 5000000),
-#        and everything `tollgate serve` reads (DATABASE_URL, TOLLGATE_ADDR, ...)
+#        and everything `tollgate serve` reads (DATABASE_URL, TOLLGATE_ADDR, ...);
+#        TOLLGATE_PRICES_FILE defaults to the shipped price list,
+#        deploy/prices/model_prices.json (set it to "" for none)
 set -euo pipefail
 
 bin=${1:?usage: scripts/run-demo.sh BINARY}
 owner=${DEMO_OWNER:-demo}
 micros=${DEMO_BUDGET_MICROS:-5000000}
 addr=${TOLLGATE_ADDR:-127.0.0.1:8080}
+if [[ -z ${TOLLGATE_PRICES_FILE+set} ]]; then
+	export TOLLGATE_PRICES_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/prices/model_prices.json"
+fi
 
 key=$("$bin" keys create --owner "$owner" --role client)
 "$bin" budget set --owner "$owner" --total-micros "$micros" >/dev/null
@@ -34,6 +39,8 @@ curl -sS -i http://$addr/v1/tasks \\
   -H "Idempotency-Key: demo-\$(date +%s)" \\
   -H 'Prefer: wait=5' \\
   -d '{"messages":[{"role":"user","content":"Say hello"}]}'
+
+Model prices and capabilities come from ${TOLLGATE_PRICES_FILE:-nowhere (TOLLGATE_PRICES_FILE is empty)}.
 
 Starting tollgate serve on $addr; Ctrl-C stops it.
 

@@ -138,6 +138,8 @@ type envOptions struct {
 	metricsToken   string        // server.Deps.MetricsToken
 	metricsApart   bool          // server.Deps.MetricsElsewhere
 	passThrough    bool          // catalog pass_through: unknown model names go to the first provider
+	priceList      string        // a price list in LiteLLM's format (catalog.UsePriceList)
+	listPass       bool          // with priceList: TOLLGATE_PASS_THROUGH=on
 	redactor       *redact.Redactor
 	authFailures   int // server.Deps.AuthFailures
 }
@@ -195,6 +197,15 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	if o.passThrough {
 		cat.PassThrough = true
+	}
+	if o.priceList != "" {
+		l, err := catalog.ParsePriceList([]byte(o.priceList))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.UsePriceList(l, o.listPass); err != nil {
+			t.Fatal(err)
+		}
 	}
 	clients, err := cat.Clients(fakeSrv.Client(), fakeSrv.URL)
 	if err != nil {

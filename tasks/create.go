@@ -203,7 +203,7 @@ func (s *Service) planFor(sub Submission) (plan, error) {
 func (s *Service) fittingModels(req Request) (fitting []catalog.Model, priced bool, err error) {
 	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
 	if errors.Is(err, catalog.ErrUnknownModel) {
-		return nil, false, &ValidationError{Fields: []FieldError{{"model", "is not a model this service offers"}}}
+		return nil, false, unknownModel(err)
 	}
 	if err != nil {
 		return nil, false, err

@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/tollgate/tollgate/catalog"
 )
@@ -44,10 +46,30 @@ func (s *Service) InputTokens(req Request) (int64, error) {
 	}
 	m, _, err := s.cfg.Catalog.Resolve(req.Model)
 	if errors.Is(err, catalog.ErrUnknownModel) {
-		return 0, &ValidationError{Fields: []FieldError{{"model", "is not a model this service offers"}}}
+		return 0, unknownModel(err)
 	}
 	if err != nil {
 		return 0, err
 	}
 	return s.inputTokens(m, req.Chat), nil
+}
+
+// unknownModel is the refusal of a model name the catalog (and its price
+// list) does not have, naming the close matches it knows, if any.
+func unknownModel(err error) *ValidationError {
+	msg := "is not a model this service offers"
+	var unknown *catalog.UnknownModelError
+	if errors.As(err, &unknown) && len(unknown.Suggestions) > 0 {
+		quoted := make([]string, len(unknown.Suggestions))
+		for i, s := range unknown.Suggestions {
+			quoted[i] = strconv.Quote(s)
+		}
+		last := len(quoted) - 1
+		alts := quoted[last]
+		if last > 0 {
+			alts = strings.Join(quoted[:last], ", ") + " or " + alts
+		}
+		msg += "; did you mean " + alts
+	}
+	return &ValidationError{Fields: []FieldError{{"model", msg}}}
 }

@@ -42,3 +42,25 @@ func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 		})
 	}
 }
+
+// An unknown model's refusal names the close matches the catalog found,
+// and only those.
+func TestUnknownModelNamesCloseMatches(t *testing.T) {
+	t.Parallel()
+	const base = "is not a model this service offers"
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{catalog.ErrUnknownModel, base},
+		{&catalog.UnknownModelError{Name: "x"}, base},
+		{&catalog.UnknownModelError{Name: "gpt-4o-mnii", Suggestions: []string{"gpt-4o-mini"}}, base + `; did you mean "gpt-4o-mini"`},
+		{&catalog.UnknownModelError{Name: "claude-sonet", Suggestions: []string{"a", "b", "c"}}, base + `; did you mean "a", "b" or "c"`},
+	}
+	for _, c := range cases {
+		got := unknownModel(c.err)
+		if len(got.Fields) != 1 || got.Fields[0].Field != "model" || got.Fields[0].Message != c.want {
+			t.Errorf("unknownModel(%v) = %+v, want model: %s", c.err, got.Fields, c.want)
+		}
+	}
+}

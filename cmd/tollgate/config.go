@@ -47,6 +47,9 @@ type config struct {
 	DrainTimeout     time.Duration
 	HeaderTimeout    time.Duration
 	PricesSpec       string
+	PricesFile       string // TOLLGATE_PRICES_FILE: a price list in LiteLLM's format
+	PriceModels      int    // the models the price list gives
+	PassThrough      bool   // TOLLGATE_PASS_THROUGH=on: with a price list, unknown names still pass through
 	ConfigFile       string
 	Catalog          *catalog.Catalog
 	MetricsAddr      string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
@@ -136,12 +139,40 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, err
 		}
 	}
+	if err := c.usePriceList(getenv); err != nil {
+		return c, err
+	}
 	if c.ModelBaseURL != "" {
 		if u, err := url.Parse(c.ModelBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return c, fmt.Errorf("MODEL_BASE_URL must be an http(s) URL")
 		}
 	}
 	return c, nil
+}
+
+// usePriceList reads TOLLGATE_PASS_THROUGH and the price list
+// TOLLGATE_PRICES_FILE names, if any, into the catalog.
+func (c *config) usePriceList(getenv func(string) string) error {
+	switch v := getenv("TOLLGATE_PASS_THROUGH"); v {
+	case "", "off":
+	case "on":
+		c.PassThrough = true
+	default:
+		return fmt.Errorf("TOLLGATE_PASS_THROUGH must be on or off, not %q", v)
+	}
+	c.PricesFile = getenv("TOLLGATE_PRICES_FILE")
+	if c.PricesFile == "" {
+		return nil
+	}
+	l, err := catalog.LoadPriceList(c.PricesFile)
+	if err != nil {
+		return fmt.Errorf("TOLLGATE_PRICES_FILE: %w", err)
+	}
+	if err := c.Catalog.UsePriceList(l, c.PassThrough); err != nil {
+		return fmt.Errorf("TOLLGATE_PRICES_FILE: %w", err)
+	}
+	c.PriceModels = l.Len()
+	return nil
 }
 
 // logValue is the config as it may be logged: no API key, and every URL
@@ -166,6 +197,9 @@ func (c config) logValue() slog.Value {
 		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
 		slog.String("config_file", c.ConfigFile),
 		slog.String("prices", c.PricesSpec),
+		slog.String("prices_file", c.PricesFile),
+		slog.Int("prices_file_models", c.PriceModels),
+		slog.Bool("pass_through", c.PassThrough),
 		slog.Any("providers", providersForLog(c.Catalog)),
 	)
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,6 +41,61 @@ func TestSheddingSettings(t *testing.T) {
 			}
 			if got := orNone(cfg.ShedQueueWait); got != c.wantWait {
 				t.Errorf("ShedQueueWait = %s, want %s", got, c.wantWait)
+			}
+		})
+	}
+}
+
+// TOLLGATE_PRICES_FILE loads a price list into the catalog and turns
+// pass-through off unless TOLLGATE_PASS_THROUGH=on; a bad file or switch
+// stops the start, naming the variable.
+func TestPriceListSettings(t *testing.T) {
+	dir := t.TempDir()
+	inexact := filepath.Join(dir, "inexact.json")
+	if err := os.WriteFile(inexact, []byte(`{"gpt-4o-mini": {"input_cost_per_token": 1.23456789e-13}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const shipped = "../../deploy/prices/model_prices.json"
+	cases := []struct {
+		name        string
+		env         map[string]string
+		wantErr     string // "" for none
+		wantFile    string
+		passThrough bool // a typo passes through
+	}{
+		{"no list", nil, "", "", true},
+		{"no list, switch on", map[string]string{"TOLLGATE_PASS_THROUGH": "on"}, "", "", true},
+		{"the shipped list", map[string]string{"TOLLGATE_PRICES_FILE": shipped}, "", shipped, false},
+		{"the shipped list, switch off", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "TOLLGATE_PASS_THROUGH": "off"}, "", shipped, false},
+		{"the shipped list, switch on", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "TOLLGATE_PASS_THROUGH": "on"}, "", shipped, true},
+		{"bad switch", map[string]string{"TOLLGATE_PASS_THROUGH": "yes"}, "TOLLGATE_PASS_THROUGH must be on or off", "", false},
+		{"missing file", map[string]string{"TOLLGATE_PRICES_FILE": filepath.Join(dir, "none.json")}, "TOLLGATE_PRICES_FILE", "", false},
+		{"inexact cost", map[string]string{"TOLLGATE_PRICES_FILE": inexact}, `TOLLGATE_PRICES_FILE: price list: model "gpt-4o-mini": input_cost_per_token`, "", false},
+		{"default model not listed", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "MODEL_NAME": "private-model"}, `"private-model"`, "", false},
+		{"default model not listed, switch on", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "MODEL_NAME": "private-model", "TOLLGATE_PASS_THROUGH": "on"}, "", shipped, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := loadConfig(func(k string) string { return c.env[k] })
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("loadConfig: err = %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.PricesFile != c.wantFile || (c.wantFile != "") != (cfg.PriceModels > 0) {
+				t.Errorf("PricesFile %q with %d models, want %q", cfg.PricesFile, cfg.PriceModels, c.wantFile)
+			}
+			_, priced, err := cfg.Catalog.Resolve("gpt-4o-mnii")
+			if passed := err == nil && !priced; passed != c.passThrough {
+				t.Errorf("a typo passed through: %v (%v), want %v", passed, err, c.passThrough)
+			}
+			logged := fmt.Sprint(cfg.logValue())
+			if !strings.Contains(logged, "prices_file="+c.wantFile) || !strings.Contains(logged, fmt.Sprintf("prices_file_models=%d", cfg.PriceModels)) {
+				t.Errorf("start-up log %s lacks the price list's path and model count", logged)
 			}
 		})
 	}
