@@ -42,6 +42,7 @@ type Metrics struct {
 	shed             *prometheus.CounterVec
 	admitting        prometheus.Gauge
 	queueWait        *prometheus.GaugeVec
+	webhookDelivered *prometheus.CounterVec
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -114,6 +115,9 @@ func New() *Metrics {
 		queueWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_queue_wait_seconds", Help: "How long the next task each provider key's queue hands out has been due, as this process last read it (every second): the figure TOLLGATE_SHED_QUEUE_WAIT_S bounds.",
 		}, []string{"provider_key"}),
+		webhookDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_webhook_deliveries_total", Help: "Webhook delivery attempts by outcome: delivered, http_status (a non-2xx answer, redirects included), timeout, network, blocked_address (a link-local target refused), dropped (the webhook was removed).",
+		}, []string{"outcome"}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -124,7 +128,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.httpRequests, m.httpLatency, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.implausible, m.budgetAlerts, m.fallbacks,
-		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, m.webhookDelivered, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -257,6 +261,15 @@ func (m *Metrics) BudgetAlert(thresholdPct int) {
 		return
 	}
 	m.budgetAlerts.WithLabelValues(strconv.Itoa(thresholdPct)).Inc()
+}
+
+// WebhookDelivery counts one webhook delivery attempt by outcome; the
+// owner and URL are never labels.
+func (m *Metrics) WebhookDelivery(outcome string) {
+	if m == nil {
+		return
+	}
+	m.webhookDelivered.WithLabelValues(outcome).Inc()
 }
 
 // WatchDatabase adds gauges read from the database at scrape time: queue
