@@ -539,5 +539,8 @@ func (e *env) checkNothingWritten() {
 	if n := e.scalar(`SELECT count(*) FROM budget_ledger WHERE kind = 'topup'`); n != 0 {
 		e.t.Errorf("top-ups stored = %d, want 0", n)
 	}
+	if n := e.scalar(`SELECT count(*) FROM webhook_endpoints`); n != 0 {
+		e.t.Errorf("webhooks stored = %d, want 0", n)
+	}
 	e.checkInvariants()
 }
