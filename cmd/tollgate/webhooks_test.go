@@ -69,7 +69,9 @@ func TestServeDeliversWebhooksAfterARestart(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		logs := &syncBuffer{}
-		go func() { done <- run(ctx, []string{"serve", "--role", role}, env, strings.NewReader(""), io.Discard, logs) }()
+		go func() {
+			done <- run(ctx, []string{"serve", "--role", role}, env, strings.NewReader(""), io.Discard, logs)
+		}()
 		base = "http://" + addr
 		waitHealthy(t, client, base, done, logs)
 		var once sync.Once
