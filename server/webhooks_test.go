@@ -210,6 +210,9 @@ func TestWebhookDeliversTaskEnds(t *testing.T) {
 	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_events WHERE owner_id = 'quiet'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("events of an owner without a webhook: %d (%v), want 0", n, err)
 	}
+	if m := e.do(http.MethodGet, "/metrics", "", nil, nil); !strings.Contains(string(m.body), `tollgate_webhook_deliveries_total{outcome="delivered"} 2`) {
+		t.Errorf("metrics do not count 2 delivered webhooks")
+	}
 }
 
 // TestWebhookRetriesWithTheSameID: a receiver that fails three times gets
@@ -218,10 +221,11 @@ func TestWebhookDeliversTaskEnds(t *testing.T) {
 // is never called.
 func TestWebhookRetriesWithTheSameID(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	logs := &syncBuffer{}
+	e := newEnv(t, envOptions{logs: logs})
 	key := e.owner("acme", accounts.RoleClient, 1_000_000)
 	rcv := newReceiver(t, 3)
-	secret := putWebhook(t, e, key, "acme", rcv.srv.URL)
+	secret := putWebhook(t, e, key, "acme", rcv.srv.URL+"/in/hook-s3cret-path")
 	task := finishedTask(t, e, key, "ok", "say hello")
 
 	got := rcv.waitFor(t, 4)
@@ -269,6 +273,16 @@ func TestWebhookRetriesWithTheSameID(t *testing.T) {
 			t.Errorf("the redirect's target got %d requests, want 0", hit)
 		}
 	})
+	// Failed attempts are logged without the URL, the secret or the
+	// receiver's answer.
+	if !strings.Contains(logs.String(), "webhook delivery failed") {
+		t.Errorf("no failed delivery logged")
+	}
+	for _, leak := range []string{"hook-s3cret-path", "whsec_", "not now", strings.TrimPrefix(secret, "whsec_")} {
+		if strings.Contains(logs.String(), leak) {
+			t.Errorf("logs hold %q", leak)
+		}
+	}
 }
 
 // TestWebhookSurvivesAStoppedInstance: a task canceled on an instance
