@@ -444,3 +444,32 @@ func TestWebhookInputAndAccess(t *testing.T) {
 		t.Errorf("rotate without a webhook: %d, want 404", r.status)
 	}
 }
+
+// TestWebhookCanceledWhileRunning: a task canceled while its call is in
+// flight ends canceled when the call returns (recorded as a success is),
+// and its event says so.
+func TestWebhookCanceledWhileRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	rcv := newReceiver(t, 0)
+	secret := putWebhook(t, e, key, "acme", rcv.srv.URL, "task.canceled")
+	e.fake.Script(fake.Scripted{DelayMS: 1500})
+	id := e.submit(key, "slow", taskBody("take your time", 10))
+	eventually.Wait(t, "the task running", func() bool {
+		return e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t).Status == "running"
+	})
+	if r := e.do(http.MethodPost, "/v1/tasks/"+id+"/cancel", key, nil, nil); r.status != http.StatusAccepted {
+		t.Fatalf("cancel a running task: %d %s, want 202", r.status, r.body)
+	}
+	if task := e.waitFinished(key, id); task.Status != "canceled" {
+		t.Fatalf("status %s, want canceled", task.Status)
+	}
+	h := rcv.waitFor(t, 1)[0]
+	if ev := h.event(t); ev.Type != "task.canceled" || ev.Data.ID != id {
+		t.Errorf("event %s for %s, want task.canceled for %s", ev.Type, ev.Data.ID, id)
+	}
+	if err := verify(t, h, secret, true); err != nil {
+		t.Errorf("delivery does not verify: %v", err)
+	}
+}
