@@ -33,3 +33,5 @@ CREATE TABLE webhook_events (
     UNIQUE (task_id, type)
 );
 CREATE INDEX webhook_events_owner ON webhook_events (owner_id, created_at DESC, id DESC);
+-- Retention (webhooks.PurgeEvents) deletes ended events by age.
+CREATE INDEX webhook_events_ended ON webhook_events (created_at) WHERE state <> 'pending';

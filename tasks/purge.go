@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // PurgeBodies erases the bodies of finished tasks older than their owner's
@@ -62,10 +64,20 @@ type purgeWorker struct {
 	svc *Service
 }
 
+// Work applies body retention, then webhook events' retention
+// (webhooks.EventRetention).
 func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
-	n, err := w.svc.PurgeBodies(ctx, w.svc.cfg.Now(), 1000)
+	now := w.svc.cfg.Now()
+	n, err := w.svc.PurgeBodies(ctx, now, 1000)
 	if n > 0 {
 		w.svc.cfg.Logger.Info("retention purged task bodies", slog.Int64("tasks", n))
+	}
+	if err != nil {
+		return err
+	}
+	n, err = webhooks.PurgeEvents(ctx, w.svc.pool, now.Add(-webhooks.EventRetention))
+	if n > 0 {
+		w.svc.cfg.Logger.Info("retention deleted webhook events", slog.Int64("events", n))
 	}
 	return err
 }

@@ -240,3 +240,26 @@ func (s *Service) Deliveries(ctx context.Context, owner string, limit int) ([]De
 	}
 	return out, nil
 }
+
+// EventRetention is how long events are kept once no attempt is due
+// (delivered, failed or dropped): GET …/webhook/deliveries shows them.
+const EventRetention = 30 * 24 * time.Hour
+
+// PurgeEvents deletes the events created before before whose delivery has
+// ended, in batches of at most 1000, and returns how many it deleted.
+// Pending events stay whatever their age.
+func PurgeEvents(ctx context.Context, pool *pgxpool.Pool, before time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := pool.Exec(ctx, `
+			DELETE FROM webhook_events WHERE id IN (
+				SELECT id FROM webhook_events WHERE created_at < $1 AND state <> 'pending' LIMIT 1000)`, before)
+		if err != nil {
+			return total, fmt.Errorf("webhooks: purge events: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < 1000 {
+			return total, nil
+		}
+	}
+}
