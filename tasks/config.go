@@ -1,12 +1,12 @@
 package tasks
 
 import (
-	"github.com/riverqueue/river"
-
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"

@@ -147,6 +147,7 @@ func (s *Service) Put(ctx context.Context, owner, url string, events []string) (
 		return Endpoint{}, false, err
 	}
 	secret := newSecret()
+	// xmax is 0 for a row this statement inserted, not for one it updated.
 	row := s.pool.QueryRow(ctx, `
 		INSERT INTO webhook_endpoints (owner_id, url, events, secret_sealed, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $5)

@@ -18,7 +18,8 @@ const (
 	EventCanceled  = "task.canceled"
 )
 
-// Events lists the event types an endpoint may ask for.
+// eventTypes lists the event types an endpoint may ask for, in their
+// canonical order.
 var eventTypes = []string{EventSucceeded, EventFailed, EventCanceled}
 
 // checkURL returns a FieldError for raw unless it is an absolute http or
