@@ -67,7 +67,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /v1/responses":              `{"model":"test-model","input":"hi"}`,
 		"POST /v1/keys":                   `{"owner":"authz-made","role":"client"}`,
 		"POST /v1/embeddings":             `{"model":"test-model","input":"hi"}`,
-		"PUT /v1/owners/{owner}/webhook":  `{"url":"https://hooks.example.com/t","events":["task.succeeded"]}`,
+		"PUT /v1/owners/{owner}/webhook":  `{"url":"http://127.0.0.1:9/t","events":["task.succeeded"]}`,
 	}
 	for _, op := range ops {
 		method, tmpl, _ := strings.Cut(op, " ")
