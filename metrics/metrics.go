@@ -43,6 +43,7 @@ type Metrics struct {
 	admitting        prometheus.Gauge
 	queueWait        *prometheus.GaugeVec
 	rateLimited      *prometheus.CounterVec
+	webhookDelivered *prometheus.CounterVec
 }
 
 // New registers every collector on a fresh registry, with Go runtime and
@@ -118,6 +119,9 @@ func New() *Metrics {
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_rate_limited_total", Help: "New tasks refused with 429 rate_limited by a requests- or tokens-per-minute limit, by owner and the key's workload (\"\" for none). Only owners and workloads an admin created appear.",
 		}, []string{"owner_id", "workload"}),
+		webhookDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_webhook_deliveries_total", Help: "Webhook delivery attempts by outcome: delivered, http_status (a non-2xx answer, redirects included), timeout, network, blocked_address (a link-local target refused), dropped (the webhook was removed).",
+		}, []string{"outcome"}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -128,7 +132,8 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.httpRequests, m.httpLatency, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.implausible, m.budgetAlerts, m.fallbacks,
-		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, m.rateLimited, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, m.rateLimited, m.webhookDelivered,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -270,6 +275,15 @@ func (m *Metrics) BudgetAlert(thresholdPct int) {
 		return
 	}
 	m.budgetAlerts.WithLabelValues(strconv.Itoa(thresholdPct)).Inc()
+}
+
+// WebhookDelivery counts one webhook delivery attempt by outcome; the
+// owner and URL are never labels.
+func (m *Metrics) WebhookDelivery(outcome string) {
+	if m == nil {
+		return
+	}
+	m.webhookDelivered.WithLabelValues(outcome).Inc()
 }
 
 // WatchDatabase adds gauges read from the database at scrape time: queue

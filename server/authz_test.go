@@ -69,6 +69,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /v1/keys":                   `{"owner":"authz-made","role":"client"}`,
 		"POST /v1/embeddings":             `{"model":"test-model","input":"hi"}`,
 		"PUT /v1/limits/{owner}":          `{}`,
+		"PUT /v1/owners/{owner}/webhook":  `{"url":"http://127.0.0.1:9/t","events":["task.succeeded"]}`,
 	}
 	for _, op := range ops {
 		method, tmpl, _ := strings.Cut(op, " ")
@@ -105,6 +106,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 					if r.status != http.StatusForbidden {
 						t.Errorf("%s: %d, want 403 (reruns disabled)", name, r.status)
 					}
+				case strings.Contains(tmpl, "/webhook") && whose == "other" && role != accounts.RoleAdmin:
+					// Any key of the owner manages its webhook; of another
+					// owner's, only an admin's.
+					if r.status != http.StatusForbidden {
+						t.Errorf("%s: %d, want 403 (another owner's webhook)", name, r.status)
+					}
+				case strings.Contains(tmpl, "/webhook") && r.status >= 400 && r.status != http.StatusNotFound:
+					t.Errorf("%s: %d %s, want it allowed", name, r.status, r.body)
 				case adminOnly[op] && role != accounts.RoleAdmin:
 					if r.status != http.StatusForbidden {
 						t.Errorf("%s: %d, want 403 (admin only)", name, r.status)

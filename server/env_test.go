@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/seal"
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 var (
@@ -158,6 +159,7 @@ type env struct {
 	budgets  *budget.Store
 	tasks    *tasks.Service
 	routes   *routes.Service
+	metrics  *metrics.Metrics
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -219,7 +221,16 @@ func newEnv(t testing.TB, o envOptions) *env {
 	alerter := budget.NewAlerter(pool, o.webhook, nil, log, nil)
 	m := metrics.New()
 	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
-	svc, err := tasks.New(pool, tasks.Config{
+	var svc *tasks.Service
+	hooks, err := webhooks.New(pool, webhooks.Config{
+		Sealer: testSealer(t), Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Now: clock.Now,
+		Metrics: m, Logger: log, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond, Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err = tasks.New(pool, tasks.Config{
+		Webhooks:           hooks,
 		Metrics:            m,
 		Now:                clock.Now,
 		Alerter:            alerter,
@@ -268,6 +279,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Replays: replay.NewStore(pool), MaxBodyBytes: o.maxBody, Metrics: m, Logger: log,
 		AllowRerun: o.allowRerun, Catalog: cat,
 		MetricsToken: o.metricsToken, MetricsElsewhere: o.metricsApart, AuthFailures: o.authFailures, Now: clock.Now,
+		Webhooks: hooks,
 	})
 	srv := httptest.NewServer(h)
 	tr := spec.Transport(nil)
@@ -284,7 +296,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		tr.Check(t)
 	})
 	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
-		accounts: keys, budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc}
+		accounts: keys, budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc, metrics: m}
 }
 
 // owner creates an owner with a budget and returns a key of the role.
@@ -537,6 +549,9 @@ func (e *env) checkNothingWritten() {
 	}
 	if n := e.scalar(`SELECT count(*) FROM budget_ledger WHERE kind = 'topup'`); n != 0 {
 		e.t.Errorf("top-ups stored = %d, want 0", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM webhook_endpoints`); n != 0 {
+		e.t.Errorf("webhooks stored = %d, want 0", n)
 	}
 	e.checkInvariants()
 }

@@ -36,11 +36,14 @@ var hostileBodies = map[string]string{
 	"POST /v1/messages/count_tokens": `{"model":"test-model","system":"be brief","messages":[{"role":"user","content":"hi"}]}`,
 	"POST /v1/embeddings":            `{"model":"test-model","input":["hi","there"],"dimensions":8,"encoding_format":"float","user":"u"}`,
 	"POST /v1/keys":                  `{"owner":"acme","role":"client","workload":"w","name":"n","expires_at":"2099-01-01T00:00:00Z"}`,
+	"PUT /v1/owners/:owner/webhook":  `{"url":"https://hooks.example.com/tollgate","events":["task.succeeded","task.failed"]}`,
 	// These read no body: they are sent the hostile bodies all the same.
 	"POST /v1/tasks/:id/cancel": ``,
 	"POST /v1/tasks/:id/rerun":  ``,
 
 	"POST /v1/responses/:id/cancel": ``,
+
+	"POST /v1/owners/:owner/webhook/rotate": ``,
 }
 
 // freeForm are the members whose values any JSON may fill: only the

@@ -25,6 +25,7 @@ func TestHostileBodiesOnEveryEndpoint(t *testing.T) {
 		{http.MethodPost, "/v1/budgets/acme/topups", admin},
 		{http.MethodPut, "/v1/owners/acme/privacy", admin},
 		{http.MethodPut, "/v1/limits/acme", admin},
+		{http.MethodPut, "/v1/owners/acme/webhook", client},
 	}
 	deep := strings.Repeat(`{"a":`, 20000) + "1" + strings.Repeat("}", 20000)
 	bodies := map[string]string{
@@ -36,6 +37,11 @@ func TestHostileBodiesOnEveryEndpoint(t *testing.T) {
 		"negative number":      `{"max_tokens":-5,"total_micros":-5,"amount_micros":-5,"body_retention_days":-1,"messages":[{"role":"user","content":"x"}]}`,
 		"overflowing number":   `{"max_tokens":1e400,"total_micros":99999999999999999999999,"amount_micros":99999999999999999999999,"messages":[{"role":"user","content":"x"}]}`,
 		"wrong top-level type": `"just a string"`,
+		"webhook url with NUL": `{"url":"https://example.com/\u0000x","events":["task.failed"]}`,
+		"webhook url too long": `{"url":"https://example.com/` + strings.Repeat("a", 3000) + `","events":["task.failed"]}`,
+		"webhook url numeric":  `{"url":1e400,"events":["task.failed"]}`,
+		"webhook file url":     `{"url":"file:///etc/passwd","events":["task.failed"]}`,
+		"webhook events huge":  `{"url":"https://example.com/","events":["` + strings.Repeat("e", 60<<10) + `"]}`,
 	}
 	for _, ep := range endpoints {
 		for name, body := range bodies {

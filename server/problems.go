@@ -111,6 +111,9 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	if status, code, detail, fields, ok := routeProblem(err); ok {
 		return status, code, detail, fields
 	}
+	if status, code, detail, fields, ok := webhookProblem(err); ok {
+		return status, code, detail, fields
+	}
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, "invalid_request", "The request body failed validation.", ve.Fields

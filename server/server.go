@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/replay"
 	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/tasks"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // Deps are the server's collaborators.
@@ -61,6 +62,9 @@ type Deps struct {
 	// (TOLLGATE_METRICS_ADDR, see MetricsHandler), so /metrics here
 	// answers only an admin API key or MetricsToken.
 	MetricsElsewhere bool
+	// Webhooks keeps owners' signed webhooks (/v1/owners/{owner}/webhook);
+	// nil answers those routes 404.
+	Webhooks *webhooks.Service
 	// Now is the clock a request is judged by (an expiry must be in the
 	// future); default time.Now.
 	Now func() time.Time

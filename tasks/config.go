@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/metrics"
@@ -38,6 +40,10 @@ type Config struct {
 	FetchCooldown    time.Duration // River's; default 100ms
 	FetchPoll        time.Duration // River's; default 1s
 	RescueAfter      time.Duration // running jobs older than this are retried; default 1h
+	// Webhooks delivers the events finishing tasks write (webhooks.Service):
+	// its worker runs on this process's River client, on webhooks.Queue.
+	// nil: this process delivers none; the events wait for one that does.
+	Webhooks Deliverer
 	// RecordWithin bounds how long an inline run (on arrival, or a stream)
 	// tries again to record its outcome before leaving it, its answer
 	// kept, to its safety net; default 30s.
@@ -179,3 +185,9 @@ func orIfZero[T int | time.Duration](v *T, def T) {
 const jobMargin = 10 * time.Second
 
 func (c *Config) jobTimeout() time.Duration { return c.RequestTimeout + jobMargin }
+
+// Deliverer is the worker of webhook deliveries (webhooks.Service).
+type Deliverer interface {
+	Register(*river.Workers) error
+	QueueConfig() river.QueueConfig
+}

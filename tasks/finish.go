@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // finishUnsucceeded ends a task that produced no answer, failed or
@@ -62,9 +63,11 @@ func finish(ctx context.Context, tx pgx.Tx, id string, status Status, res *Resul
 	return tx.SendBatch(ctx, b).Close()
 }
 
-// queueFinish queues finish's statement. With into set, the statement
-// returns the finished task, read into it as Get would read it: this
-// process's waiters then need not read it again.
+// queueFinish queues finish's statements: the task's end and, when its
+// owner's webhook asks for it, the event announcing it with its delivery
+// job (webhooks.QueueEvent), so that both commit with the end. With into
+// set, the statement returns the finished task, read into it as Get would
+// read it: this process's waiters then need not read it again.
 func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure, into *Task) {
 	var sealed, answer []byte
 	var stored *Result
@@ -79,6 +82,7 @@ func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure
 		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
 		       answer_sealed = COALESCE($6, answer_sealed), finished_at = now(), updated_at = now()
 		WHERE id = $1`
+	defer webhooks.QueueEvent(b, id, string(status))
 	if into == nil {
 		b.Queue(finishSQL, id, string(status), stored, f, sealed, answer)
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/limits"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // PurgeBodies erases the bodies of finished tasks older than their owner's
@@ -64,6 +65,8 @@ type purgeWorker struct {
 	svc *Service
 }
 
+// Work applies body retention, then webhook events' retention
+// (webhooks.EventRetention).
 func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
 	now := w.svc.cfg.Now()
 	n, err := w.svc.PurgeBodies(ctx, now, 1000)
@@ -73,6 +76,12 @@ func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
 	if err != nil {
 		return err
 	}
-	_, err = limits.Purge(ctx, w.svc.pool, now.Add(-limits.Retention))
+	if _, err = limits.Purge(ctx, w.svc.pool, now.Add(-limits.Retention)); err != nil {
+		return err
+	}
+	n, err = webhooks.PurgeEvents(ctx, w.svc.pool, now.Add(-webhooks.EventRetention))
+	if n > 0 {
+		w.svc.cfg.Logger.Info("retention deleted webhook events", slog.Int64("events", n))
+	}
 	return err
 }

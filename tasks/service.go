@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/internal/keylock"
 	"github.com/tollgate/tollgate/internal/pipetx"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // maintenanceQueue runs Tollgate's own periodic jobs (retention).
@@ -83,6 +84,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	queues[maintenanceQueue] = river.QueueConfig{MaxWorkers: 1}
 	for _, p := range cfg.Catalog.Providers {
 		queues[queueFor(p.Key)] = river.QueueConfig{MaxWorkers: cfg.MaxWorkers}
+	}
+	if cfg.Webhooks != nil {
+		if err := cfg.Webhooks.Register(workers); err != nil {
+			return nil, fmt.Errorf("tasks: register webhook worker: %w", err)
+		}
+		queues[webhooks.Queue] = cfg.Webhooks.QueueConfig()
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:               queues,

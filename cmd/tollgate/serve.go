@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/server"
 	"github.com/tollgate/tollgate/tasks"
 	"github.com/tollgate/tollgate/tracing"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 func newLogger(format string, w io.Writer) (*slog.Logger, error) {
@@ -119,8 +120,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	m := metrics.New()
 	m.WatchDatabase(pool, log)
 	alerter := budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(a budget.Alert) { m.BudgetAlert(a.ThresholdPct) })
-	svc, err := tasks.New(pool, tasks.Config{
-		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
+	// The webhooks render tasks with the service made just below.
+	var svc *tasks.Service
+	hooks, err := webhooks.New(pool, webhooks.Config{
+		Sealer: sealer, Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Metrics: m, Logger: log,
+		AllowPrivate: getenv("TOLLGATE_WEBHOOK_ALLOW_PRIVATE") == "on",
+	})
+	if err != nil {
+		return err
+	}
+	svc, err = tasks.New(pool, tasks.Config{
+		Webhooks: hooks,
+		Catalog:  cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
 		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
 		// River sends at most one insert notification per queue per
@@ -152,7 +163,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		Pool: pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, nil),
 		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
 		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
-		MetricsToken: cfg.MetricsToken, MetricsElsewhere: cfg.MetricsAddr != "",
+		MetricsToken: cfg.MetricsToken, MetricsElsewhere: cfg.MetricsAddr != "", Webhooks: hooks,
 	})
 	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
 		log.Warn("GET /metrics needs no key and names owners with their budget use: keep it off public networks, or set TOLLGATE_METRICS_TOKEN or TOLLGATE_METRICS_ADDR")

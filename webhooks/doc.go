@@ -1,0 +1,16 @@
+// Package webhooks owns the signed webhooks an owner registers to hear of
+// its tasks' ends instead of polling: the endpoint and its secrets, the
+// outbox of events written in the transaction that finishes a task
+// (QueueEvent), and their delivery by River, signed as the Standard
+// Webhooks specification says (https://www.standardwebhooks.com).
+//
+// An event exists only if its task's finish committed, and its delivery
+// job commits with it: no finished task misses its event, none is sent for
+// a task that did not finish, and a process that dies between the finish
+// and the delivery leaves the job for any other instance. Deliveries are
+// at least once: a receiver deduplicates by the webhook-id header, which
+// every attempt of one event shares.
+//
+// The URL is called from the server, on the server's network: see
+// docs/operations.md for what that means and TOLLGATE_WEBHOOK_ALLOW_PRIVATE.
+package webhooks
