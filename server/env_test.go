@@ -156,6 +156,7 @@ type env struct {
 	budgets  *budget.Store
 	tasks    *tasks.Service
 	routes   *routes.Service
+	metrics  *metrics.Metrics
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -273,7 +274,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		tr.Check(t)
 	})
 	return &env{t: t, pool: pool, fake: fp, url: srv.URL, client: &http.Client{Transport: tr},
-		accounts: keys, budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc}
+		accounts: keys, budgets: budget.NewStore(pool, clock.Now), clock: clock, tasks: svc, dbURL: dbURL, routes: routeSvc, metrics: m}
 }
 
 // owner creates an owner with a budget and returns a key of the role.
@@ -528,4 +529,38 @@ func (e *env) checkNothingWritten() {
 		e.t.Errorf("top-ups stored = %d, want 0", n)
 	}
 	e.checkInvariants()
+}
+
+// counter returns the value of the metric series name{labels} as the
+// registry holds it now; 0 when the series does not exist.
+func (e *env) counter(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	families, err := e.metrics.Registry.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
