@@ -30,6 +30,10 @@ const (
 	Closed Mode = "closed" // calls flow
 	Paused Mode = "paused" // throttled until a time
 	Open   Mode = "open"   // exhausted; one probe per interval
+	// Idle is never stored: status and metrics report an open breaker as
+	// idle when its probe is due and no task waits on the key, since the
+	// next task's call is then the probe.
+	Idle Mode = "idle"
 )
 
 // Decision is what a worker may do now.

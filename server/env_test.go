@@ -208,7 +208,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	alerter := budget.NewAlerter(pool, o.webhook, nil, log, nil)
 	m := metrics.New()
-	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
+	m.WatchDatabase(pool, slog.New(slog.DiscardHandler), cat.ProviderKeys())
 	svc, err := tasks.New(pool, tasks.Config{
 		Metrics:            m,
 		Now:                clock.Now,

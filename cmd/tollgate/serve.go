@@ -117,7 +117,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	m := metrics.New()
-	m.WatchDatabase(pool, log)
+	m.WatchDatabase(pool, log, cfg.Catalog.ProviderKeys())
 	alerter := budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(a budget.Alert) { m.BudgetAlert(a.ThresholdPct) })
 	svc, err := tasks.New(pool, tasks.Config{
 		Catalog: cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,

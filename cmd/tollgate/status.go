@@ -30,7 +30,8 @@ func statusCmd(ctx context.Context, getenv func(string) string, stdout io.Writer
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	r, err := status.Collect(ctx, pool)
+	// No catalog here: every provider key the database holds is shown.
+	r, err := status.Collect(ctx, pool, nil)
 	if err != nil {
 		return err
 	}
