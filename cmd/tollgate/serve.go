@@ -195,7 +195,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	select {
 	case <-ctx.Done():
 		draining.Store(true) // /readyz answers 503 from now on
-		log.Info("shutting down: no new requests; waiting for running tasks", slog.Duration("drain_timeout", cfg.DrainTimeout))
+		log.Info("shutting down: no new requests; waiting for running tasks", slog.String("drain_timeout", cfg.DrainTimeout.String()))
 	case err := <-serveErr:
 		stopWork()
 		return fmt.Errorf("http server: %w", err)
