@@ -410,6 +410,16 @@ func (c *Catalog) Provider(key string) (Provider, bool) {
 	return Provider{}, false
 }
 
+// ProviderKeys returns the providers' keys, in catalog order: the keys
+// whose queues and gates status and metrics report.
+func (c *Catalog) ProviderKeys() []string {
+	keys := make([]string, 0, len(c.Providers))
+	for _, p := range c.Providers {
+		keys = append(keys, p.Key)
+	}
+	return keys
+}
+
 // Chain returns the model followed by its fallbacks, depth first, each model
 // once: the order in which a task may try them.
 func (c *Catalog) Chain(m Model) []Model {

@@ -30,6 +30,10 @@ const (
 	Closed Mode = "closed" // calls flow
 	Paused Mode = "paused" // throttled until a time
 	Open   Mode = "open"   // exhausted; one probe per interval
+	// Idle is never stored: status and metrics report an open breaker as
+	// idle when its probe is due and no task waits on the key, since the
+	// next task's call is then the probe.
+	Idle Mode = "idle"
 )
 
 // Decision is what a worker may do now.
@@ -116,25 +120,38 @@ func PauseTx(ctx context.Context, tx pgx.Tx, key string, d time.Duration, class,
 }
 
 // OpenTx opens the breaker for key: no calls until the next probe, probeEvery
-// from now. Opening an open breaker keeps its schedule. It reports whether
-// this call opened it (for alerting once, not per task).
+// from now. Opening an open breaker (a failed probe, or a second task
+// failing on the same exhausted account) keeps its schedule and its
+// opened_at and only refreshes the reason. It reports whether this call
+// opened it, so that an outage alerts once, not once per probe or task.
+//
+// The opening is one conditional upsert: its DO UPDATE skips a row already
+// open (locking it all the same), so a row written reports an opening and
+// none written reports a breaker that was open. The old state cannot come
+// from a locking read in the same statement: PostgreSQL skips a row the
+// statement itself has just updated.
 func OpenTx(ctx context.Context, tx pgx.Tx, key string, probeEvery time.Duration, class, code string) (opened bool, err error) {
-	var wasOpen bool
-	err = tx.QueryRow(ctx, `
-		WITH prev AS (SELECT state FROM provider_keys WHERE key = $1 FOR UPDATE)
+	tag, err := tx.Exec(ctx, `
 		INSERT INTO provider_keys AS k (key, state, next_probe_at, reason_class, reason_code, opened_at)
 		VALUES ($1, 'open', now() + $2::interval, $3, $4, now())
 		ON CONFLICT (key) DO UPDATE SET
-			state = 'open',
-			next_probe_at = CASE WHEN k.state = 'open' THEN k.next_probe_at ELSE EXCLUDED.next_probe_at END,
-			opened_at = CASE WHEN k.state = 'open' THEN k.opened_at ELSE now() END,
+			state = 'open', next_probe_at = EXCLUDED.next_probe_at, opened_at = now(),
 			reason_class = EXCLUDED.reason_class, reason_code = EXCLUDED.reason_code,
 			paused_until = NULL, updated_at = now()
-		RETURNING COALESCE((SELECT state = 'open' FROM prev), false)`, key, probeEvery, class, code).Scan(&wasOpen)
+		WHERE k.state <> 'open'`, key, probeEvery, class, code)
 	if err != nil {
 		return false, fmt.Errorf("gate: open: %w", err)
 	}
-	return !wasOpen, nil
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	_, err = tx.Exec(ctx, `
+		UPDATE provider_keys SET reason_class = $2, reason_code = $3, updated_at = now()
+		WHERE key = $1 AND state = 'open'`, key, class, code)
+	if err != nil {
+		return false, fmt.Errorf("gate: open: %w", err)
+	}
+	return false, nil
 }
 
 // QueueClose queues on b the statement that closes the gate after a

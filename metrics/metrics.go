@@ -12,11 +12,14 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tollgate/tollgate/status"
 )
 
 // Metrics holds the collectors.
@@ -287,11 +290,15 @@ func (m *Metrics) WebhookDelivery(outcome string) {
 }
 
 // WatchDatabase adds gauges read from the database at scrape time: queue
-// depth and oldest waiting task per provider key, and each key's gate
+// depth and oldest unfinished task per provider key, and each key's gate
 // state. Reading at scrape time keeps them right across every instance
-// sharing the database.
-func (m *Metrics) WatchDatabase(pool *pgxpool.Pool, log *slog.Logger) {
-	m.Registry.MustRegister(&dbCollector{pool: pool, log: log}, &poolCollector{pool: pool})
+// sharing the database. providerKeys are the catalog's: each has its
+// series, 0 when idle, and a key no longer in the catalog has none.
+func (m *Metrics) WatchDatabase(pool *pgxpool.Pool, log *slog.Logger, providerKeys []string) {
+	if providerKeys == nil {
+		providerKeys = []string{}
+	}
+	m.Registry.MustRegister(&dbCollector{pool: pool, log: log, keys: providerKeys}, &poolCollector{pool: pool})
 }
 
 var (
@@ -334,15 +341,19 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 var (
-	queueDepthDesc = prometheus.NewDesc("tollgate_queue_depth", "Tasks waiting (queued or snoozed) per provider key.", []string{"provider_key"}, nil)
-	oldestDesc     = prometheus.NewDesc("tollgate_queue_oldest_seconds", "Age of the oldest unfinished task per provider key.", []string{"provider_key"}, nil)
+	queueDepthDesc = prometheus.NewDesc("tollgate_queue_depth", "Unfinished tasks per provider key: waiting (queued, snoozed, retrying) or running, first attempts running on arrival included. 0 when idle.", []string{"provider_key"}, nil)
+	oldestDesc     = prometheus.NewDesc("tollgate_queue_oldest_seconds", "Age of the oldest unfinished task per provider key; 0 when there is none.", []string{"provider_key"}, nil)
 	budgetDesc     = prometheus.NewDesc("tollgate_budget_used_ratio", "(reserved + spent) / total of the current period, for the 20 fullest budgets (bounded cardinality).", []string{"owner_id", "workload"}, nil)
-	gateDesc       = prometheus.NewDesc("tollgate_provider_key_state", "Gate state per provider key: 1 for the current state (closed, paused, open).", []string{"provider_key", "state"}, nil)
+	gateDesc       = prometheus.NewDesc("tollgate_provider_key_state", "Gate state per provider key: 1 for the current state (closed, paused, open, idle), 0 for the others. idle is an open breaker whose probe is due with no task waiting: the next task's call probes it.", []string{"provider_key", "state"}, nil)
 )
+
+// gateStates are the states tollgate_provider_key_state reports.
+var gateStates = []string{"closed", "paused", "open", "idle"}
 
 type dbCollector struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	keys []string
 }
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -355,59 +366,47 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, `
-		SELECT substr(queue, length('provider_') + 1), count(*),
-		       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)
-		FROM river_job
-		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending') AND queue LIKE 'provider\_%'
-		GROUP BY queue`)
+	p, err := status.CollectProviders(ctx, c.pool, c.keys)
 	if err != nil {
-		c.log.Warn("metrics: queue depth query failed", slog.String("error", err.Error()))
+		c.log.Warn("metrics: provider queues and gates query failed", slog.String("error", err.Error()))
 		return
 	}
-	for rows.Next() {
-		var key string
-		var n int64
-		var oldest float64
-		if err := rows.Scan(&key, &n, &oldest); err != nil {
-			break
+	for _, q := range p.Queues {
+		key, ok := strings.CutPrefix(q.Name, status.QueuePrefix)
+		if !ok {
+			continue
 		}
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), key)
+		oldest := 0.0
+		if q.Depth() > 0 {
+			oldest = q.OldestSeconds
+		}
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(q.Depth()), key)
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, key)
 	}
-	rows.Close()
-	rows, err = c.pool.Query(ctx, `
+	for _, g := range p.Gates {
+		for _, s := range gateStates {
+			v := 0.0
+			if s == g.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(gateDesc, prometheus.GaugeValue, v, g.ProviderKey, s)
+		}
+	}
+	rows, err := c.pool.Query(ctx, `
 		SELECT owner_id, workload, (reserved_micros::float8 + spent_micros) / total_micros
 		FROM (SELECT DISTINCT ON (owner_id, workload) * FROM budget_periods
 		      ORDER BY owner_id, workload, period_start DESC) p
 		WHERE total_micros > 0
 		ORDER BY 3 DESC LIMIT 20`)
-	if err == nil {
-		for rows.Next() {
-			var owner, workload string
-			var used float64
-			if rows.Scan(&owner, &workload, &used) == nil {
-				ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, used, owner, workload)
-			}
-		}
-		rows.Close()
-	}
-	rows, err = c.pool.Query(ctx, `SELECT key, state FROM provider_keys`)
 	if err != nil {
 		return
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var key, state string
-		if err := rows.Scan(&key, &state); err != nil {
-			return
-		}
-		for _, s := range []string{"closed", "paused", "open"} {
-			v := 0.0
-			if s == state {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(gateDesc, prometheus.GaugeValue, v, key, s)
+		var owner, workload string
+		var used float64
+		if rows.Scan(&owner, &workload, &used) == nil {
+			ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, used, owner, workload)
 		}
 	}
 }

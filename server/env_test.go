@@ -220,7 +220,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	alerter := budget.NewAlerter(pool, o.webhook, nil, log, nil)
 	m := metrics.New()
-	m.WatchDatabase(pool, slog.New(slog.DiscardHandler))
+	m.WatchDatabase(pool, slog.New(slog.DiscardHandler), cat.ProviderKeys())
 	var svc *tasks.Service
 	hooks, err := webhooks.New(pool, webhooks.Config{
 		Sealer: testSealer(t), Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Now: clock.Now,
@@ -554,4 +554,38 @@ func (e *env) checkNothingWritten() {
 		e.t.Errorf("webhooks stored = %d, want 0", n)
 	}
 	e.checkInvariants()
+}
+
+// counter returns the value of the metric series name{labels} as the
+// registry holds it now; 0 when the series does not exist.
+func (e *env) counter(name string, labels map[string]string) float64 {
+	e.t.Helper()
+	families, err := e.metrics.Registry.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/limits"
+	"github.com/tollgate/tollgate/routes"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -242,9 +243,22 @@ func logFailure(log *slog.Logger, c echo.Context, status int, err error) {
 		return
 	}
 	c.Set(ctxLogged, true)
-	log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+	level := slog.LevelError
+	if classifiedProviderFailure(err) {
+		level = slog.LevelWarn
+	}
+	log.LogAttrs(c.Request().Context(), level, "request failed",
 		slog.String("trace_id", traceIDOf(c)), slog.String("method", c.Request().Method),
 		slog.String("route", c.Path()), slog.Int("status", status), slog.String("error", err.Error()))
+}
+
+// classifiedProviderFailure reports whether err is a route's answer to a
+// provider failure Tollgate classified (a 429, an exhausted account, an
+// outage, an unusable answer): the provider's weather, logged at WARN, not
+// a failure of Tollgate's own, which stays an ERROR.
+func classifiedProviderFailure(err error) bool {
+	var rf *routes.Failure
+	return errors.As(err, &rf) && rf.Code != tasks.CodeApplicationFailure
 }
 
 // logServerErrors logs every answer of 500 or above that no error was

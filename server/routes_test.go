@@ -89,7 +89,8 @@ func TestDraftReplyRouteErrorsAreStableCodes(t *testing.T) {
 			// A throttle pauses the key for the provider's wait (30 s),
 			// not RetryMax's 50 ms default: the task's next call waits
 			// until long after the calls are counted.
-			e := newEnv(t, envOptions{probeEvery: time.Hour, retryMax: time.Minute})
+			logs := &syncBuffer{}
+			e := newEnv(t, envOptions{probeEvery: time.Hour, retryMax: time.Minute, logs: logs})
 			if c.format != nil {
 				e.routes.Format = c.format
 			}
@@ -115,9 +116,32 @@ func TestDraftReplyRouteErrorsAreStableCodes(t *testing.T) {
 			if n := e.fake.CallCount(); n != c.wantCalls {
 				t.Errorf("provider calls = %d, want %d", n, c.wantCalls)
 			}
+			// A classified provider failure (a 429 included) is expected
+			// weather: WARN. Only our own failure is an ERROR.
+			if c.status >= 500 {
+				want := "WARN"
+				if c.code == "application_failure" {
+					want = "ERROR"
+				}
+				if got := requestFailedLevel(t, logs.String()); got != want {
+					t.Errorf("request failed logged at %q, want %s; logs:\n%s", got, want, logs.String())
+				}
+			}
 			e.checkInvariants()
 		})
 	}
+}
+
+// requestFailedLevel returns the level of the "request failed" log line.
+func requestFailedLevel(t *testing.T, logs string) string {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "request failed" {
+			return l.Level
+		}
+	}
+	return ""
 }
 
 func TestClassifyTicketRouteUnwrapsJSONModeAndFallsBack(t *testing.T) {

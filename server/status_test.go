@@ -32,7 +32,9 @@ func TestAdminStatus(t *testing.T) {
 	taskID := r.task(t).ID
 	if _, err := e.pool.Exec(context.Background(), `
 		INSERT INTO provider_keys (key, state, next_probe_at, reason_class, reason_code, opened_at)
-		VALUES ('default', 'open', now() + interval '30 seconds', 'exhausted', 'insufficient_quota', now())`); err != nil {
+		VALUES ('default', 'open', now() + interval '30 seconds', 'exhausted', 'insufficient_quota', now()),
+		       ('retired', 'open', now() + interval '30 seconds', 'exhausted', 'insufficient_quota', now());
+		INSERT INTO river_queue (name, updated_at) VALUES ('provider_retired', now())`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -89,9 +91,22 @@ func TestAdminStatus(t *testing.T) {
 	if queue == nil || queue.Available != 1 {
 		t.Errorf("queues = %+v, want provider_default with the task's job available", got.Queues)
 	}
-	if len(got.Gates) != 1 || got.Gates[0].ProviderKey != "default" || got.Gates[0].State != "open" ||
-		got.Gates[0].NextProbeAt == nil || got.Gates[0].PausedUntil != nil {
-		t.Errorf("gates = %+v, want default open with a next probe", got.Gates)
+	for _, q := range got.Queues {
+		if q.Name == "provider_retired" {
+			t.Errorf("queues = %+v: a key no longer in the catalog is listed", got.Queues)
+		}
+	}
+	// Every catalog key, the ones never paused or opened as closed; the
+	// key the catalog no longer lists (retired) is not shown.
+	var keys []string
+	for _, g := range got.Gates {
+		keys = append(keys, g.ProviderKey+" "+g.State)
+		if g.ProviderKey == "default" && (g.NextProbeAt == nil || g.PausedUntil != nil) {
+			t.Errorf("gate = %+v, want default open with a next probe", g)
+		}
+	}
+	if diff := cmp.Diff([]string{"backup closed", "default open", "workers closed"}, keys); diff != "" {
+		t.Errorf("gates mismatch (-want +got):\n%s", diff)
 	}
 	wantBudgets := []status.Budget{
 		{OwnerID: "ops", Period: "none", UsedPct: 100},

@@ -3,6 +3,8 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,8 +61,11 @@ type Queue struct {
 }
 
 // Gate is a provider key's throttle pause and circuit breaker, as every
-// instance obeys them. State is closed, paused or open; a key that has
-// never been paused or opened has no row and is not listed.
+// instance obeys them. State is closed, paused, open or idle: idle is an
+// open breaker whose probe is due with no task waiting on the key (the
+// next task's call probes it); it has no NextProbeAt. A key that has never
+// been paused or opened has no row: listed closed when the catalog names
+// it, not listed otherwise.
 type Gate struct {
 	ProviderKey string     `json:"provider_key" db:"provider_key"`
 	State       string     `json:"state" db:"state"`
@@ -100,21 +105,20 @@ type Waiting struct {
 	WaitingFor *string   `json:"waiting_for" db:"waiting_for"`
 }
 
-// Collect reads the report. It returns an error, naming the section, when
-// a query fails; it never returns part of a report. Each section is one
-// statement: pass a pgx.Tx (REPEATABLE READ, read only) for one snapshot.
-func Collect(ctx context.Context, q Querier) (Report, error) {
-	var r Report
-	if err := q.QueryRow(ctx, `SELECT now()`).Scan(&r.At); err != nil {
-		return Report{}, fmt.Errorf("status: %w", err)
+// Collect reads the report. keys are the provider keys of the current
+// catalog: queues and gates of other keys (removed from the catalog, left
+// in the database) are dropped, and a key in keys with no queue or gate
+// row yet reports an empty queue and a closed gate. nil keys reports every
+// key the database holds, for a reader without the catalog. It returns an
+// error, naming the section, when a query fails; it never returns part of
+// a report. Each section is one statement: pass a pgx.Tx (REPEATABLE
+// READ, read only) for one snapshot.
+func Collect(ctx context.Context, q Querier, keys []string) (Report, error) {
+	p, err := CollectProviders(ctx, q, keys)
+	if err != nil {
+		return Report{}, err
 	}
-	var err error
-	if r.Queues, err = collect[Queue](ctx, q, queuesSQL, r.At); err != nil {
-		return Report{}, fmt.Errorf("status: queues: %w", err)
-	}
-	if r.Gates, err = collect[Gate](ctx, q, gatesSQL); err != nil {
-		return Report{}, fmt.Errorf("status: gates: %w", err)
-	}
+	r := Report{At: p.At, Queues: p.Queues, Gates: p.Gates}
 	if r.Budgets, err = collect[Budget](ctx, q, budgetsSQL, r.At, NearLimitPct, MaxBudgets); err != nil {
 		return Report{}, fmt.Errorf("status: budgets: %w", err)
 	}
@@ -122,6 +126,81 @@ func Collect(ctx context.Context, q Querier) (Report, error) {
 		return Report{}, fmt.Errorf("status: waiting tasks: %w", err)
 	}
 	return r, nil
+}
+
+// Providers is the provider keys' part of a report: what the metrics
+// export at each scrape.
+type Providers struct {
+	At     time.Time
+	Queues []Queue
+	Gates  []Gate
+}
+
+// CollectProviders reads the queues and gates as Collect does, keys
+// meaning the same.
+func CollectProviders(ctx context.Context, q Querier, keys []string) (Providers, error) {
+	var p Providers
+	if err := q.QueryRow(ctx, `SELECT now()`).Scan(&p.At); err != nil {
+		return Providers{}, fmt.Errorf("status: %w", err)
+	}
+	var err error
+	if p.Queues, err = collect[Queue](ctx, q, queuesSQL, p.At); err != nil {
+		return Providers{}, fmt.Errorf("status: queues: %w", err)
+	}
+	if p.Gates, err = collect[Gate](ctx, q, gatesSQL, p.At); err != nil {
+		return Providers{}, fmt.Errorf("status: gates: %w", err)
+	}
+	if keys != nil {
+		p.Queues, p.Gates = onlyKeys(p.Queues, p.Gates, keys)
+	}
+	return p, nil
+}
+
+// QueuePrefix starts the name of each provider key's River queue.
+const QueuePrefix = "provider_"
+
+// onlyKeys keeps the queues and gates of keys (and the queues of no
+// provider key, such as maintenance), adding an empty queue and a closed
+// gate for a key without one, in name order.
+func onlyKeys(queues []Queue, gates []Gate, keys []string) ([]Queue, []Gate) {
+	known := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		known[k] = true
+	}
+	qs, gs := make([]Queue, 0, len(queues)+len(keys)), make([]Gate, 0, len(keys))
+	seenQ, seenG := map[string]bool{}, map[string]bool{}
+	for _, q := range queues {
+		if key, ok := strings.CutPrefix(q.Name, QueuePrefix); ok {
+			if !known[key] {
+				continue
+			}
+			seenQ[key] = true
+		}
+		qs = append(qs, q)
+	}
+	for _, g := range gates {
+		if known[g.ProviderKey] {
+			seenG[g.ProviderKey] = true
+			gs = append(gs, g)
+		}
+	}
+	for _, k := range keys {
+		if !seenQ[k] {
+			qs = append(qs, Queue{Name: QueuePrefix + k})
+		}
+		if !seenG[k] {
+			gs = append(gs, Gate{ProviderKey: k, State: "closed"})
+		}
+	}
+	slices.SortFunc(qs, func(a, b Queue) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(gs, func(a, b Gate) int { return strings.Compare(a.ProviderKey, b.ProviderKey) })
+	return qs, gs
+}
+
+// Depth is the queue's unfinished tasks: waiting (available, scheduled,
+// retryable) or running, a run on arrival included.
+func (q Queue) Depth() int64 {
+	return q.Available + q.Scheduled + q.Running + q.RunningInline + q.Retryable
 }
 
 func collect[T any](ctx context.Context, q Querier, sql string, args ...any) ([]T, error) {
@@ -181,9 +260,25 @@ const queuesSQL = `
 	WHERE COALESCE(j.queue, q.name, a.queue) IS NOT NULL
 	ORDER BY 1`
 
+// gatesSQL reports an open breaker whose probe is due while no job waits
+// on its key's queue as idle: no task is held back, and the next task's
+// call is the probe (gate.AdmitTx), so the key is not alerting (the
+// TollgateBreakerOpen rule fires on open only) and shows no probe time.
+// An open breaker with tasks waiting shows its next probe, never in the
+// past: a probe due and not yet claimed is due now.
 const gatesSQL = `
-	SELECT key AS provider_key, state, paused_until, next_probe_at, opened_at, reason_class, reason_code
-	FROM provider_keys
+	SELECT key AS provider_key,
+	       CASE WHEN idle THEN 'idle' ELSE state END AS state,
+	       paused_until,
+	       CASE WHEN state = 'open' AND NOT idle THEN GREATEST(next_probe_at, $1) END AS next_probe_at,
+	       opened_at, reason_class, reason_code
+	FROM (
+		SELECT k.*, k.state = 'open' AND k.next_probe_at <= $1 AND NOT EXISTS (
+		           SELECT 1 FROM river_job j
+		           WHERE j.state IN ('available', 'scheduled', 'running', 'retryable') AND j.queue = 'provider_' || k.key
+		       ) AS idle
+		FROM provider_keys k
+	) g
 	ORDER BY key`
 
 // budgetsSQL takes each budget's latest period row, the one admission

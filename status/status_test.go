@@ -82,7 +82,7 @@ func TestCollect(t *testing.T) {
 	if _, err := pool.Exec(ctx, seed); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	got, err := status.Collect(ctx, pool)
+	got, err := status.Collect(ctx, pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCollect(t *testing.T) {
 func TestCollectEmpty(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.NewPool(t)
-	got, err := status.Collect(context.Background(), pool)
+	got, err := status.Collect(context.Background(), pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestCollectError(t *testing.T) {
 	pool, _ := testdb.NewPool(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := status.Collect(ctx, pool); err == nil {
+	if _, err := status.Collect(ctx, pool, nil); err == nil {
 		t.Fatal("Collect on a canceled context succeeded")
 	}
 }

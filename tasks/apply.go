@@ -106,8 +106,12 @@ func (s *Service) moveGate(ctx context.Context, at *applying, g gateChange) (tim
 			return 0, err
 		}
 		at.out.breakerOpened = opened
+		// One ALERT per opening: a failed probe, or another task failing on
+		// the same account, finds the breaker open and says so at info.
 		if opened {
 			c.failureLog().Error("ALERT provider key exhausted: circuit breaker opened; tasks stay queued until a probe succeeds")
+		} else {
+			c.failureLog().Info("provider key still exhausted: circuit breaker stays open")
 		}
 		return s.cfg.ProbeEvery, nil
 	}

@@ -176,17 +176,26 @@ func (c *config) usePriceList(getenv func(string) string) error {
 }
 
 // logValue is the config as it may be logged: no API key, and every URL
-// through logsafe.URL (no user info, query value or DSN password).
+// through logsafe.URL (no user info, query value or DSN password). With a
+// catalog file (TOLLGATE_CONFIG) the zero-config settings it replaces
+// (MODEL_*, TOLLGATE_PRICES) are left out: they are not used. Durations
+// are Go duration strings ("30s").
 func (c config) logValue() slog.Value {
-	return slog.GroupValue(
+	attrs := []slog.Attr{
 		slog.String("database_url", logsafe.URL(c.DatabaseURL)),
 		slog.String("addr", c.Addr),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Bool("metrics_token_set", c.MetricsToken != ""),
 		slog.Bool("migrate", c.Migrate),
-		slog.String("model_base_url", logsafe.URL(c.ModelBaseURL)),
-		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
-		slog.String("model_name", c.ModelName),
+	}
+	if c.ConfigFile == "" {
+		attrs = append(attrs,
+			slog.String("model_base_url", logsafe.URL(c.ModelBaseURL)),
+			slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
+			slog.String("model_name", c.ModelName),
+			slog.String("prices", c.PricesSpec))
+	}
+	attrs = append(attrs,
 		slog.Int64("request_timeout_ms", c.RequestTimeout.Milliseconds()),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Int("max_attempts", c.MaxAttempts),
@@ -195,13 +204,14 @@ func (c config) logValue() slog.Value {
 		slog.Int64("max_admission_wait_ms", c.MaxAdmissionWait.Milliseconds()),
 		slog.Int64("shed_queue_wait_s", int64(c.ShedQueueWait/time.Second)),
 		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
+		slog.String("drain_timeout", c.DrainTimeout.String()),
 		slog.String("config_file", c.ConfigFile),
-		slog.String("prices", c.PricesSpec),
 		slog.String("prices_file", c.PricesFile),
 		slog.Int("prices_file_models", c.PriceModels),
 		slog.Bool("pass_through", c.PassThrough),
 		slog.Any("providers", providersForLog(c.Catalog)),
 	)
+	return slog.GroupValue(attrs...)
 }
 
 // orNone turns a bound of zero, "none" in the environment, into the -1 that

@@ -118,7 +118,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	m := metrics.New()
-	m.WatchDatabase(pool, log)
+	m.WatchDatabase(pool, log, cfg.Catalog.ProviderKeys())
 	alerter := budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(a budget.Alert) { m.BudgetAlert(a.ThresholdPct) })
 	// The webhooks render tasks with the service made just below.
 	var svc *tasks.Service
@@ -206,7 +206,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	select {
 	case <-ctx.Done():
 		draining.Store(true) // /readyz answers 503 from now on
-		log.Info("shutting down: no new requests; waiting for running tasks", slog.Duration("drain_timeout", cfg.DrainTimeout))
+		log.Info("shutting down: no new requests; waiting for running tasks", slog.String("drain_timeout", cfg.DrainTimeout.String()))
 	case err := <-serveErr:
 		stopWork()
 		return fmt.Errorf("http server: %w", err)

@@ -8,13 +8,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/status"
 )
 
 // statusCmd: tollgate status. Prints the fleet's queues, provider-key
 // gates, budgets near their limits and oldest waiting tasks, read from the
 // database every instance shares. It only reads: it never creates or
-// migrates the database, so it is safe against production.
+// migrates the database, so it is safe against production. With
+// TOLLGATE_CONFIG set, queues and gates are the catalog's provider keys'
+// (a key removed from it is not shown); without, every key the database
+// holds.
 func statusCmd(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -30,7 +34,17 @@ func statusCmd(ctx context.Context, getenv func(string) string, stdout io.Writer
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	r, err := status.Collect(ctx, pool)
+	// With the catalog the service runs on (TOLLGATE_CONFIG), its provider
+	// keys only; without, every key the database holds.
+	var keys []string
+	if path := getenv("TOLLGATE_CONFIG"); path != "" {
+		cat, err := catalog.Load(path, getenv)
+		if err != nil {
+			return fmt.Errorf("TOLLGATE_CONFIG: %w", err)
+		}
+		keys = cat.ProviderKeys()
+	}
+	r, err := status.Collect(ctx, pool, keys)
 	if err != nil {
 		return err
 	}

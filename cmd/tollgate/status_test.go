@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -71,6 +73,47 @@ func TestStatusCmd(t *testing.T) {
 	}
 	if !strings.HasSuffix(got, "exhausted\n") {
 		t.Errorf("the waiting task should end the output, waiting for exhausted; output:\n%s", got)
+	}
+}
+
+// With TOLLGATE_CONFIG, status shows the catalog's provider keys only: a
+// key removed from the catalog is gone, a key never used is closed.
+func TestStatusCmdFollowsTheCatalog(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+		INSERT INTO provider_keys (key, state, next_probe_at, reason_class, reason_code, opened_at)
+		VALUES ('retired', 'open', now() + interval '30 seconds', 'exhausted', 'insufficient_quota', now());
+		INSERT INTO river_queue (name, updated_at) VALUES ('provider_retired', now());`); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	yml := "providers:\n  - {key: main, kind: openai, base_url: fake}\n" +
+		"models:\n  - {name: chat, provider: main, provider_model: gpt-test, input_micros_per_mtok: 1000, output_micros_per_mtok: 2000}\n"
+	if err := os.WriteFile(cfgPath, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name        string
+		env         map[string]string
+		want, tossd string
+	}{
+		{"with the catalog", map[string]string{"DATABASE_URL": dbURL, "TOLLGATE_CONFIG": cfgPath}, "\nmain  closed ", "retired"},
+		{"without", map[string]string{"DATABASE_URL": dbURL}, "\nretired  open ", "provider_main"},
+	} {
+		var out bytes.Buffer
+		if err := statusCmd(ctx, envFunc(c.env), &out); err != nil {
+			t.Fatalf("%s: status: %v", c.name, err)
+		}
+		if got := out.String(); !strings.Contains(got, c.want) || strings.Contains(got, c.tossd) {
+			t.Errorf("%s: output should show %q and not %q:\n%s", c.name, c.want, c.tossd, got)
+		}
 	}
 }
 

@@ -115,6 +115,7 @@ const GATES = {
   closed: ['closed', 'gate-closed', 'calls flow'],
   paused: ['paused', 'gate-paused', 'throttled: calls wait'],
   open: ['open', 'gate-open', 'breaker open: account exhausted'],
+  idle: ['idle', 'gate-paused', 'breaker open, nothing waiting: the next task probes it'],
 };
 
 function renderMetrics(samples) {
