@@ -42,7 +42,7 @@ func formatUnits(micros int64) string {
 	sign := ""
 	u := uint64(micros)
 	if micros < 0 {
-		sign, u = "-", uint64(-(micros + 1))+1
+		sign, u = "-", uint64(-(micros+1))+1
 	}
 	whole := strconv.FormatUint(u/1_000_000, 10)
 	frac := strings.TrimRight(fmt.Sprintf("%06d", u%1_000_000), "0")

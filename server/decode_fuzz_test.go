@@ -301,7 +301,7 @@ func FuzzRequestParams(f *testing.F) {
 			}
 		}
 		d, set := preferWait(prefer, maxWait)
-		if (d < 0 || d > maxWait || (!set && d != 0)) {
+		if d < 0 || d > maxWait || (!set && d != 0) {
 			t.Fatalf("Prefer %q: wait %v (set %v), want within [0, %v]", prefer, d, set, maxWait)
 		}
 	})
