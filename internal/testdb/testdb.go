@@ -6,6 +6,12 @@
 // state and never depend on what an earlier run left behind. The template's
 // name carries a digest of the migration files: a changed migration makes a
 // new template instead of reusing a stale one.
+//
+// The template is kept between runs, to be reused, and is an ordinary
+// database (not marked IS_TEMPLATE): PostgreSQL clones any database its
+// owner or a superuser names as TEMPLATE, and an unmarked one can be
+// dropped like any other (DROP DATABASE tollgate_tmpl_…), which a marked one
+// cannot be without ALTER DATABASE … IS_TEMPLATE false first.
 package testdb
 
 import (
@@ -112,7 +118,11 @@ func createFrom(ctx context.Context, admin *pgx.Conn, name, tmpl string) error {
 }
 
 // ensureTemplate builds the migrated template once per migration digest.
-// An advisory lock serialises builders across test processes.
+// An advisory lock serialises builders across test processes (test
+// packages run concurrently), and a template is built under another name
+// and renamed once migrated, so a database by the template's name is a
+// complete one. A template an older version of this package marked
+// IS_TEMPLATE is unmarked, so that it can be dropped.
 func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	digest, err := migrationsDigest()
 	if err != nil {
@@ -124,10 +134,16 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	}
 	defer admin.Exec(context.Background(), `SELECT pg_advisory_unlock(727274)`) //nolint:errcheck
 
-	var ready bool
-	err = admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
-	if err != nil || ready {
+	var ready, marked bool
+	err = admin.QueryRow(ctx, `SELECT true, datistemplate FROM pg_database WHERE datname = $1`, name).Scan(&ready, &marked)
+	switch {
+	case err == nil && marked:
+		_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH IS_TEMPLATE false")
 		return name, err
+	case err == nil:
+		return name, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return "", err
 	}
 	building := name + "_build"
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)"); err != nil {
@@ -147,8 +163,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{building}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", err
 	}
-	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH IS_TEMPLATE true")
-	return name, err
+	return name, nil
 }
 
 func migrationsDigest() (string, error) {
