@@ -168,7 +168,7 @@ func writeAnthropicError(c echo.Context, err error) int {
 		_ = c.NoContent(a.status)
 		return a.status
 	}
-	_ = c.JSON(a.status, a.body(antRequestID(c)))
+	_ = writeErrorJSON(c, a.status, a.body(antRequestID(c)))
 	return a.status
 }
 

@@ -214,15 +214,33 @@ func TestTooLargeNamesTheLimit(t *testing.T) {
 	}
 }
 
-// A 401's message reads as written in the JSON itself: no \u003c escapes.
-func TestUnauthorizedMessageIsPlain(t *testing.T) {
+// Error messages read as written in the JSON itself, on every surface:
+// no \u003c escapes, in a 401's message or in a field's reason.
+func TestErrorMessagesAreNotHTMLEscaped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	for _, path := range []string{"/v1/tasks", "/v1/chat/completions", "/v1/messages"} {
-		r := e.do(http.MethodPost, path, "not-a-key", []byte(`{}`), map[string]string{"Idempotency-Key": "k"})
-		if r.status != http.StatusUnauthorized || strings.Contains(string(r.body), `\u003c`) || strings.Contains(string(r.body), `\u003e`) {
-			t.Errorf("%s: %d %s, want a 401 without escaped angle brackets", path, r.status, r.body)
-		}
+	key := e.owner("acme", accounts.RoleClient, 1_000_000)
+	badImage := []byte(`{"model":"test-model","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:nope"}}]}]}`)
+	cases := []struct {
+		name, path, key string
+		body            []byte
+		status          int
+		says            string // verbatim in the body; "" only no escapes
+	}{
+		{"native 401", "/v1/tasks", "not-a-key", []byte(`{}`), http.StatusUnauthorized, ""},
+		{"OpenAI 401", "/v1/chat/completions", "not-a-key", []byte(`{}`), http.StatusUnauthorized, ""},
+		{"Anthropic 401", "/v1/messages", "not-a-key", []byte(`{}`), http.StatusUnauthorized, ""},
+		{"native field reason", "/v1/tasks", key, badImage, http.StatusBadRequest, "data:image/<type>;base64,<data>"},
+		{"OpenAI field reason", "/v1/chat/completions", key, badImage, http.StatusBadRequest, "data:image/<type>;base64,<data>"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.do(http.MethodPost, c.path, c.key, c.body, map[string]string{"Idempotency-Key": "k"})
+			if r.status != c.status || strings.Contains(string(r.body), `\u003c`) || strings.Contains(string(r.body), `\u003e`) ||
+				!strings.Contains(string(r.body), c.says) {
+				t.Errorf("%d %s, want %d without escaped angle brackets, saying %q", r.status, r.body, c.status, c.says)
+			}
+		})
 	}
 }
 

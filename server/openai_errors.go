@@ -251,7 +251,7 @@ func writeOAIError(c echo.Context, err error) int {
 	if a.status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 	}
-	_ = c.JSON(a.status, a.body())
+	_ = writeErrorJSON(c, a.status, a.body())
 	return a.status
 }
 

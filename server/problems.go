@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -230,7 +232,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			_ = c.NoContent(status)
 			return
 		}
-		_ = c.JSON(status, p)
+		_ = writeErrorJSON(c, status, p)
 	}
 }
 
@@ -299,4 +301,18 @@ func accountsDetail(err error) string {
 		return strings.TrimSpace(msg[i+len("accounts: invalid: "):])
 	}
 	return "The request parameters are out of range."
+}
+
+// writeErrorJSON writes an error body as JSON without HTML escaping, so
+// that a message reads as written (`data:image/<type>`, not
+// `data:image/\u003ctype\u003e`): every surface's errors are written here,
+// and are JSON to their client, never HTML.
+func writeErrorJSON(c echo.Context, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return c.Blob(status, echo.MIMEApplicationJSON, buf.Bytes())
 }
