@@ -7,10 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The template a run leaves behind is an ordinary database, one that an
-// older run marked IS_TEMPLATE included: dropping it needs no ALTER
-// DATABASE … IS_TEMPLATE false first.
-func TestTemplateIsDroppable(t *testing.T) {
+// A template is an ordinary database: it clones, and a leftover one drops
+// with a plain DROP DATABASE, no ALTER DATABASE … IS_TEMPLATE false first.
+// Built under a name of its own, so the shared template is left alone.
+func TestTemplateClonesAndDrops(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, ServerURL())
@@ -18,15 +18,8 @@ func TestTemplateIsDroppable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	name, err := ensureTemplate(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As an older version of this package left it.
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH IS_TEMPLATE true"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ensureTemplate(ctx, conn); err != nil {
+	name := "tollgate_template_test_" + randomHex(6)
+	if err := buildTemplate(ctx, conn, name); err != nil {
 		t.Fatal(err)
 	}
 	var marked bool
@@ -34,8 +27,16 @@ func TestTemplateIsDroppable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if marked {
-		t.Fatalf("template %s is marked IS_TEMPLATE; DROP DATABASE would refuse it", name)
+		t.Errorf("template %s is marked IS_TEMPLATE", name)
 	}
-	// Still a template to clone from.
-	New(t)
+	clone := "tollgate_test_" + randomHex(8)
+	if err := createFrom(ctx, conn, clone, name); err != nil {
+		t.Fatalf("clone: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{clone}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("DROP DATABASE %s: %v, want it dropped", name, err)
+	}
 }
