@@ -19,7 +19,7 @@ BIN := bin/tollgate
 DEMO_OWNER         ?= demo
 DEMO_BUDGET_MICROS ?= 5000000
 
-.PHONY: run test build lint postgres
+.PHONY: run test build lint lint-openapi postgres
 
 build:
 	$(GO) build -o $(BIN) ./cmd/tollgate
@@ -49,6 +49,14 @@ lint:
 	$(GO) tool staticcheck ./...
 	$(GO) tool gocyclo -over 20 -ignore '_test' tasks budget
 	$(GO) run ./tools/paramlimit -max 6 tasks budget gate replay
+
+# make lint-openapi: openapi.yaml against Redocly CLI's recommended rules
+# (redocly.yaml lists the rules relaxed, with reasons); any error fails.
+# npx fetches the pinned version from npm on first use (Node.js and npm
+# needed; .ci/run installs them).
+REDOCLY_CLI ?= @redocly/cli@2.77.0
+lint-openapi:
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --yes $(REDOCLY_CLI) lint --config redocly.yaml openapi.yaml
 
 # make bench: the performance harness (tools/bench), never part of make test.
 # Measures the pgbench ceiling of one task's SQL, then Tollgate at each rate

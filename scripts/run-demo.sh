@@ -22,6 +22,23 @@ if [[ -z ${TOLLGATE_PRICES_FILE+set} ]]; then
 	export TOLLGATE_PRICES_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/prices/model_prices.json"
 fi
 
+# The address must be free before anything is written: a second `make run`
+# beside a first one would otherwise add a key, reset the budget and print
+# the banner, then fail to listen. Something that accepts a connection
+# there holds it.
+host=${addr%:*} port=${addr##*:}
+case $host in "" | 0.0.0.0 | "[::]" | "*") host=127.0.0.1 ;; esac
+host=${host#[} host=${host%]}
+if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+	echo "run-demo: $addr (TOLLGATE_ADDR) is already in use; stop what listens there or set TOLLGATE_ADDR to a free address." >&2
+	if command -v ss >/dev/null 2>&1; then
+		ss -ltnp "sport = :$port" >&2 || true
+	elif command -v lsof >/dev/null 2>&1; then
+		lsof -nP -iTCP:"$port" -sTCP:LISTEN >&2 || true
+	fi
+	exit 1
+fi
+
 key=$("$bin" keys create --owner "$owner" --role client)
 "$bin" budget set --owner "$owner" --total-micros "$micros" >/dev/null
 

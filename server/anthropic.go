@@ -1,8 +1,6 @@
 package server
 
 import (
-	"errors"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -10,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -52,16 +49,11 @@ func antHeaders(h http.Header) (antHeader, error) {
 	return out, nil
 }
 
-// decodeAnthropic decodes a Messages request body: JSON only, every
-// field and type checked (scanJSON), the top-level fields the request
-// type does not know collected to be refused by name (antRequest.task).
+// decodeAnthropic decodes a Messages request body: JSON only (see
+// readBody), every field and type checked (scanJSON), the top-level
+// fields the request type does not know collected to be refused by name
+// (antRequest.task).
 func decodeAnthropic(c echo.Context, limit int64, dst passthroughSink) error {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return echo.NewHTTPError(http.StatusUnsupportedMediaType)
-		}
-	}
 	raw, err := readBody(c, limit)
 	if err != nil {
 		return err
@@ -95,11 +87,8 @@ func createMessage(d *Deps) echo.HandlerFunc {
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
-		created, err := d.Tasks.Create(ctx, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
+		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
 			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream, Await: !in.Stream})
-		if errors.Is(err, budget.ErrInsufficient) {
-			return budgetRefusalFor(ctx, d, p, req)
-		}
 		if err != nil {
 			return paths.antFields(err)
 		}

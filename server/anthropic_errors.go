@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,8 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/tollgate/tollgate/accounts"
-	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -92,51 +88,6 @@ type antAnswer struct {
 	retryAfter time.Duration
 }
 
-// budgetRefusal is a budget that cannot cover a request, with the figures
-// that say why; figures is false when they could not be read.
-type budgetRefusal struct {
-	reserve, available, total, reserved, spent int64
-	figures                                    bool
-}
-
-func (e *budgetRefusal) Error() string { return "budget exhausted" }
-
-func (e *budgetRefusal) Unwrap() error { return budget.ErrInsufficient }
-
-func (e *budgetRefusal) message() string {
-	if !e.figures {
-		return "Budget exhausted: the remaining budget cannot cover this request's reservation. Nothing was run or charged."
-	}
-	return fmt.Sprintf("Budget exhausted: this request reserves up to %d micro-units, and the budget has %d left this period "+
-		"(total %d, reserved %d, spent %d). Nothing was run or charged.", e.reserve, max(e.available, 0), e.total, e.reserved, e.spent)
-}
-
-// budgetRefusalFor is the refusal of req for the principal, with its
-// figures: what req would reserve and the tighter of the owner's and the
-// key's workload budget. A figure that cannot be read leaves them out.
-func budgetRefusalFor(ctx context.Context, d *Deps, p accounts.Principal, req tasks.Request) error {
-	out := &budgetRefusal{}
-	est, err := d.Tasks.Estimate(req)
-	if err != nil || d.Budgets == nil {
-		return out
-	}
-	balances, err := d.Budgets.Balances(ctx, p.OwnerID)
-	if err != nil {
-		return out
-	}
-	for _, b := range balances {
-		if b.Workload != "" && b.Workload != p.Workload {
-			continue
-		}
-		if !out.figures || b.Available() < out.available {
-			out.available, out.total, out.reserved, out.spent = b.Available(), b.TotalMicros, b.ReservedMicros, b.SpentMicros
-			out.figures = true
-		}
-	}
-	out.reserve = est.ReservedMicros
-	return out
-}
-
 // antAnswerOf maps any error the Anthropic routes return; tries is the
 // client's earlier tries of this call (see clientMayRetry).
 func antAnswerOf(err error, tries int) antAnswer {
@@ -169,7 +120,7 @@ func antAnswerOf(err error, tries int) antAnswer {
 		}
 		return a
 	case errors.As(err, &br):
-		return antAnswer{antKind: antKindOf("budget_exceeded", http.StatusPaymentRequired), message: br.message()}
+		return antAnswer{antKind: antKindOf("budget_exceeded", http.StatusPaymentRequired), message: "Budget exhausted: " + br.detail()}
 	}
 	p := problemOf(err)
 	a := antAnswer{antKind: antKindOf(p.Code, p.Status), message: p.Detail}
@@ -217,7 +168,7 @@ func writeAnthropicError(c echo.Context, err error) int {
 		_ = c.NoContent(a.status)
 		return a.status
 	}
-	_ = c.JSON(a.status, a.body(antRequestID(c)))
+	_ = writeErrorJSON(c, a.status, a.body(antRequestID(c)))
 	return a.status
 }
 

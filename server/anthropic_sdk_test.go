@@ -504,7 +504,7 @@ func TestAnthropicSDKErrors(t *testing.T) {
 			opts:   []option.RequestOption{option.WithMaxRetries(0)},
 			status: 429, typ: "rate_limit_error", retry: []string{"true"}, minWait: 25, calls: 1},
 		{name: "budget exhausted, with its figures", model: "claude-model", budget: 10,
-			status: 402, typ: "billing_error", text: "Budget exhausted: this request reserves up to", retry: []string{"false"}},
+			status: 402, typ: "billing_error", text: "Budget exhausted: The remaining budget cannot cover this request's reservation: it needs up to", retry: []string{"false"}},
 		{name: "overloaded after Tollgate's attempts", model: "claude-model",
 			script: repeat(fake.Scripted{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}, maxAttempts),
 			status: 529, typ: "overloaded_error", retry: []string{"false"}, calls: maxAttempts},

@@ -16,17 +16,11 @@ import (
 	"github.com/tollgate/tollgate/tasks"
 )
 
-// decodeJSON reads a JSON body strictly: application/json only, at most
-// limit bytes, no unknown fields, one value, numbers kept exact, every
-// string and number checked at this edge (scanJSON). Its errors say what
-// is wrong and where, never echoing the body.
+// decodeJSON reads a JSON body strictly: JSON only (see readBody), at
+// most limit bytes, no unknown fields, one value, numbers kept exact,
+// every string and number checked at this edge (scanJSON). Its errors say
+// what is wrong and where, never echoing the body.
 func decodeJSON(c echo.Context, limit int64, dst any) error {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return echo.NewHTTPError(http.StatusUnsupportedMediaType)
-		}
-	}
 	raw, err := readBody(c, limit)
 	if err != nil {
 		return err
@@ -60,13 +54,35 @@ func decodeBytes(raw []byte, dst any, mode scanMode, root string) error {
 	return decodeError(dec.Decode(dst))
 }
 
-// readBody reads at most limit bytes.
+// readBody reads at most limit bytes of a JSON body. Every route that
+// takes a body reads it here, so one Content-Type rule holds on all of
+// them: a body without Content-Type, or with application/json or a +json
+// type (parameters such as charset allowed), is read as JSON; any other
+// type (curl -d's application/x-www-form-urlencoded) is a 415 that says
+// what to send. The OpenAI and Anthropic SDKs send application/json.
 func readBody(c echo.Context, limit int64) ([]byte, error) {
+	if err := jsonContentType(c.Request().Header.Get(echo.HeaderContentType)); err != nil {
+		return nil, err
+	}
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
 	if err != nil {
 		return nil, decodeError(err)
 	}
 	return raw, nil
+}
+
+// jsonContentType is readBody's Content-Type rule: nil for a JSON body,
+// else the 415.
+func jsonContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
+		detail: "The request body must be JSON: send Content-Type: application/json (curl -d sends application/x-www-form-urlencoded; add -H 'Content-Type: application/json' or use curl --json)."}
 }
 
 var errTrailing = errors.New("trailing data")
@@ -82,7 +98,7 @@ func decodeError(err error) error {
 	case errors.As(err, &ae):
 		return err
 	case errors.As(err, &mbe):
-		return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
+		return tooLarge(mbe.Limit)
 	case errors.Is(err, io.EOF):
 		return badRequest("The request body is empty; send a JSON object.")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -107,4 +123,10 @@ func decodeError(err error) error {
 		return badRequest(fmt.Sprintf("Unknown field %q.", name), tasks.FieldError{Field: name, Message: "unknown field"})
 	}
 	return badRequest("The request body could not be decoded.")
+}
+
+// tooLarge is the 413 for a body above limit bytes, naming the limit.
+func tooLarge(limit int64) error {
+	return &apiError{status: http.StatusRequestEntityTooLarge, code: "payload_too_large",
+		detail: fmt.Sprintf("The request body is larger than the limit of %d bytes (TOLLGATE_MAX_BODY_BYTES).", limit)}
 }

@@ -98,7 +98,7 @@ func embeddings(d *Deps) echo.HandlerFunc {
 		}
 		p := principalOf(c)
 		ctx := c.Request().Context()
-		created, err := d.Tasks.Create(ctx, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
+		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
 			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Await: true})
 		if err != nil {
 			return err

@@ -181,10 +181,7 @@ func oaiAnswerOf(err error, tries int) oaiAnswer {
 		a.retry, a.retryAfter = true, time.Duration(retryAfterOf(err))*time.Second
 	}
 	if len(p.Errors) > 0 {
-		a.param = p.Errors[0].Field
-		if !strings.Contains(a.message, p.Errors[0].Field) {
-			a.message += " " + p.Errors[0].Field + ": " + p.Errors[0].Message + "."
-		}
+		a.param, a.message = p.Errors[0].Field, fieldsMessage(a.message, p.Errors)
 	}
 	switch {
 	case a.status == http.StatusUnauthorized:
@@ -195,6 +192,29 @@ func oaiAnswerOf(err error, tries int) oaiAnswer {
 		a.typ = "server_error"
 	}
 	return a
+}
+
+// fieldsMessage is the message of a request refused for its fields, as
+// OpenAI words one: the first field and what is wrong with it (never its
+// value), then how many more are wrong. A detail that names the field
+// already is kept; one that does not (validation's generic detail) gives
+// way to the field's own reason.
+func fieldsMessage(detail string, fields []tasks.FieldError) string {
+	f := fields[0]
+	msg := detail
+	switch {
+	case strings.Contains(detail, f.Field):
+	case detail == validationDetail || detail == "":
+		msg = "Invalid '" + f.Field + "': " + strings.TrimSuffix(f.Message, ".") + "."
+	default:
+		msg += " Invalid '" + f.Field + "': " + strings.TrimSuffix(f.Message, ".") + "."
+	}
+	if n := len(fields) - 1; n == 1 {
+		msg += " 1 more field is invalid."
+	} else if n > 1 {
+		msg += " " + strconv.Itoa(n) + " more fields are invalid."
+	}
+	return msg
 }
 
 // oaiError renders any error in OpenAI's envelope, for a stream that has
@@ -237,7 +257,7 @@ func writeOAIError(c echo.Context, err error) int {
 	if a.status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 	}
-	_ = c.JSON(a.status, a.body())
+	_ = writeErrorJSON(c, a.status, a.body())
 	return a.status
 }
 

@@ -74,7 +74,7 @@ func (r oaiRequest) task() (tasks.Request, error) {
 	if r.Stream && r.N > 1 {
 		// A stream carries one choice: its chunks are relayed as the
 		// provider sends them, and the task's record keeps one answer.
-		return out, badRequest("A streamed completion carries one choice; send n > 1 without stream.",
+		return out, badRequest("A streamed completion carries one choice; send n above 1 without stream.",
 			tasks.FieldError{Field: "n", Message: "must be 1 with stream: true"})
 	}
 	return out.Canonical(), nil

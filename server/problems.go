@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -30,6 +32,11 @@ type Problem struct {
 	Detail    string             `json:"detail,omitempty"`
 	TraceID   string             `json:"trace_id"`
 	Errors    []tasks.FieldError `json:"errors,omitempty"`
+	// NeededMicros and AvailableMicros accompany a 402 whose figures could
+	// be read: what the request would reserve, and what its tightest
+	// budget has left this period.
+	NeededMicros    *int64 `json:"needed_micros,omitempty"`
+	AvailableMicros *int64 `json:"available_micros,omitempty"`
 }
 
 // apiError is an error the HTTP layer itself raises (bad header, bad JSON).
@@ -89,13 +96,26 @@ var titles = map[string]string{
 	tasks.CodeModelLacksChat:        "The model is an embedding model",
 }
 
+// validationDetail is the detail of a *tasks.ValidationError, whose
+// fields (the problem's errors) say what is wrong where.
+const validationDetail = "The request body failed validation; errors names each field and what is wrong with it."
+
 // problemOf is the one place where errors become HTTP statuses and codes.
 // Anything it does not recognise is an internal error whose detail stays in
 // our logs.
 func problemOf(err error) Problem {
 	var ae *apiError
-	if errors.As(err, &ae) {
+	var br *budgetRefusal
+	switch {
+	case errors.As(err, &ae):
 		return Problem{Status: ae.status, Code: ae.code, Detail: ae.detail, Errors: ae.fields, Tombstone: ae.tombstone}
+	case errors.As(err, &br):
+		p := Problem{Status: http.StatusPaymentRequired, Code: "budget_exceeded", Detail: br.detail()}
+		if br.figures {
+			needed, left := br.reserve, max(br.available, 0)
+			p.NeededMicros, p.AvailableMicros = &needed, &left
+		}
+		return p
 	}
 	status, code, detail, fields := classify(err)
 	return Problem{Status: status, Code: code, Detail: detail, Errors: fields}
@@ -117,7 +137,7 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	}
 	switch {
 	case errors.As(err, &ve):
-		return http.StatusBadRequest, "invalid_request", "The request body failed validation.", ve.Fields
+		return http.StatusBadRequest, "invalid_request", validationDetail, ve.Fields
 	case errors.As(err, &re):
 		if re.Field == "" {
 			return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.", nil
@@ -162,7 +182,7 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	case errors.Is(err, budget.ErrInvalid):
 		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil
 	case errors.Is(err, accounts.ErrUnauthenticated):
-		return http.StatusUnauthorized, "unauthorized", "Send Authorization: Bearer <API key> with a valid key.", nil
+		return http.StatusUnauthorized, "unauthorized", "Send a valid API key as Authorization: Bearer YOUR_API_KEY.", nil
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:
@@ -229,7 +249,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			_ = c.NoContent(status)
 			return
 		}
-		_ = c.JSON(status, p)
+		_ = writeErrorJSON(c, status, p)
 	}
 }
 
@@ -328,4 +348,18 @@ func accountsDetail(err error) string {
 		return strings.TrimSpace(msg[i+len("accounts: invalid: "):])
 	}
 	return "The request parameters are out of range."
+}
+
+// writeErrorJSON writes an error body as JSON without HTML escaping, so
+// that a message reads as written (`data:image/<type>`, not
+// `data:image/\u003ctype\u003e`): every surface's errors are written here,
+// and are JSON to their client, never HTML.
+func writeErrorJSON(c echo.Context, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return c.Blob(status, echo.MIMEApplicationJSON, buf.Bytes())
 }

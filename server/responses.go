@@ -45,7 +45,7 @@ func createResponse(d *Deps) echo.HandlerFunc {
 			return respFields(err, call.origins)
 		}
 		live := call.stream && !call.background
-		created, err := d.Tasks.Create(ctx, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
+		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
 			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: live, Await: !call.background && !live})
 		if err != nil {
 			return respFields(err, call.origins)

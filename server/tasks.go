@@ -36,10 +36,7 @@ func createTask(d *Deps) echo.HandlerFunc {
 			return &apiError{status: http.StatusBadRequest, code: "idempotency_key_missing",
 				detail: "Send an Idempotency-Key header of 1-255 printable ASCII characters."}
 		}
-		wait, waitSet, err := preferWait(c.Request().Header.Get("Prefer"), d.MaxWait)
-		if err != nil {
-			return err
-		}
+		wait, waitSet := preferWait(c.Request().Header.Get("Prefer"), d.MaxWait)
 		var body taskInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &body); err != nil {
 			return err
@@ -62,7 +59,7 @@ func createTask(d *Deps) echo.HandlerFunc {
 			}
 		}
 		sub.Await = wait > 0
-		created, err := d.Tasks.Create(ctx, sub)
+		created, err := submit(ctx, d, p, sub)
 		if err != nil {
 			return err
 		}
@@ -86,39 +83,38 @@ func createTask(d *Deps) echo.HandlerFunc {
 	}
 }
 
-// preferWait reads RFC 7240 "wait=N" from a Prefer header. Other
-// preferences are ignored, as the RFC allows; N is capped at max before
+// preferWait reads RFC 7240 "wait=N" from a Prefer header. A preference
+// it cannot honour (another name, or a wait that is not a whole number of
+// seconds, such as wait=abc or wait=-1) is ignored, as RFC 7240 section 2
+// asks of a server; the first valid wait counts. N is capped at max before
 // any arithmetic, so a huge N waits max, never a negative or overflowed
 // time.
-func preferWait(h string, max time.Duration) (d time.Duration, set bool, err error) {
+func preferWait(h string, max time.Duration) (d time.Duration, set bool) {
 	for _, pref := range strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ';' }) {
 		name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
 		if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
 			continue
 		}
-		n, perr := strconv.ParseUint(strings.Trim(strings.TrimSpace(val), `"`), 10, 64)
-		if perr != nil && !errors.Is(perr, strconv.ErrRange) {
-			return 0, false, badRequest("Prefer: wait must be a non-negative whole number of seconds.",
-				tasks.FieldError{Field: "Prefer", Message: "wait must be a non-negative integer"})
+		n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(val), `"`), 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange) || (err == nil && n > uint64(max/time.Second)):
+			return max, true
+		case err != nil:
+			continue
 		}
-		if perr != nil || n > uint64(max/time.Second) {
-			return max, true, nil
-		}
-		return time.Duration(n) * time.Second, true, nil
+		return time.Duration(n) * time.Second, true
 	}
-	return 0, false, nil
+	return 0, false
 }
 
 // getTask: GET /v1/tasks/{id}, a long poll with Prefer: wait=N. Another
 // owner's task is reported as not found.
 func getTask(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		wait, waitSet, err := preferWait(c.Request().Header.Get("Prefer"), d.MaxWait)
-		if err != nil {
-			return err
-		}
+		wait, waitSet := preferWait(c.Request().Header.Get("Prefer"), d.MaxWait)
 		ctx, owner := c.Request().Context(), principalOf(c).OwnerID
 		var t tasks.Task
+		var err error
 		if wait > 0 {
 			t, err = d.Tasks.Wait(ctx, tasks.WaitParams{Owner: owner, ID: c.Param("id"), For: wait})
 		} else {

@@ -6,6 +6,16 @@
 // state and never depend on what an earlier run left behind. The template's
 // name carries a digest of the migration files: a changed migration makes a
 // new template instead of reusing a stale one.
+//
+// The template, tollgate_template_<digest>, is kept between runs, to be
+// reused, and is an ordinary database (not marked IS_TEMPLATE): PostgreSQL
+// clones any database its owner or a superuser names as TEMPLATE, and an
+// unmarked one can be dropped like any other (DROP DATABASE
+// tollgate_template_…), which a marked one cannot be without ALTER
+// DATABASE … IS_TEMPLATE false first. Its prefix differs from the
+// tollgate_tmpl_ of the marked templates earlier versions built, so that
+// both versions can share a server without taking each other's template
+// for an unfinished one.
 package testdb
 
 import (
@@ -112,43 +122,47 @@ func createFrom(ctx context.Context, admin *pgx.Conn, name, tmpl string) error {
 }
 
 // ensureTemplate builds the migrated template once per migration digest.
-// An advisory lock serialises builders across test processes.
 func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	digest, err := migrationsDigest()
 	if err != nil {
 		return "", err
 	}
-	name := "tollgate_tmpl_" + digest[:16]
+	name := "tollgate_template_" + digest[:16]
+	return name, buildTemplate(ctx, admin, name)
+}
+
+// buildTemplate builds the migrated template name unless it exists. An
+// advisory lock serialises builders across test processes (test packages
+// run concurrently), and a template is built under another name and
+// renamed once migrated, so a database by the template's name is a
+// complete one.
+func buildTemplate(ctx context.Context, admin *pgx.Conn, name string) error {
 	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(727274)`); err != nil {
-		return "", err
+		return err
 	}
 	defer admin.Exec(context.Background(), `SELECT pg_advisory_unlock(727274)`) //nolint:errcheck
 
 	var ready bool
-	err = admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
-	if err != nil || ready {
-		return name, err
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&ready); err != nil || ready {
+		return err
 	}
 	building := name + "_build"
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return "", err
+		return err
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
-		return "", err
+		return err
 	}
 	m, err := migrations.New(withDatabase(ServerURL(), building))
 	if err != nil {
-		return "", err
+		return err
 	}
 	upErr := m.Up()
 	if err := errors.Join(upErr, m.Close()); err != nil {
-		return "", err
+		return err
 	}
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{building}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", err
-	}
-	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH IS_TEMPLATE true")
-	return name, err
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{building}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize())
+	return err
 }
 
 func migrationsDigest() (string, error) {
