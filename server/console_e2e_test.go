@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -371,6 +372,26 @@ func TestConsoleInChromium(t *testing.T) {
 			if status != http.StatusForbidden {
 				t.Errorf("client's console reading %s: %d, want 403", path, status)
 			}
+		}
+
+		// A task queued behind its provider key's open breaker says so at
+		// the top of its page, as GET /v1/tasks/{id} tells.
+		if _, err := e.pool.Exec(t.Context(), `INSERT INTO provider_keys (key, state, next_probe_at, opened_at, reason_class, reason_code)
+			VALUES ('workers', 'open', now() + interval '1 hour', now(), 'exhausted', 'insufficient_quota')`); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"model": "cf-model", "max_tokens": 10,
+			"messages": []map[string]string{{"role": "user", "content": "wait for the gate"}}})
+		queued := e.post(w.client, "order-44", body, nil).task(t)
+		eventually.Wait(t, "the task to wait behind the gate", func() bool {
+			var got tasks.Task
+			r := e.do(http.MethodGet, "/v1/tasks/"+queued.ID, w.client, nil, nil)
+			return json.Unmarshal(r.body, &got) == nil && got.Error != nil && strings.HasPrefix(got.Error.Message, "Waiting:")
+		})
+		b.gotoHash("task/" + queued.ID)
+		b.waitVisible("why the task waits", "task-waiting")
+		if got := tabEval[string](b, "read why it waits", `document.getElementById('task-waiting').textContent`); !strings.Contains(got, "gate of its provider key is open") {
+			t.Errorf("a task behind an open breaker shows %q; want that its key's gate is open", got)
 		}
 	})
 }
