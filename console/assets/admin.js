@@ -37,7 +37,7 @@ async function renderKeys() {
     const data = await api('/v1/keys');
     const keys = Array.isArray(data) ? data : data.data || [];
     tbody.replaceChildren(...keys.map((k) => h('tr', { 'data-key-id': k.id },
-      h('td', { class: 'mono id-short', title: k.id }, k.id),
+      h('td', null, h('span', { class: 'mono id-short', title: k.id }, k.id)),
       h('td', null, k.owner),
       h('td', null, k.role),
       h('td', null, k.workload || '—'),
