@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tollgate/tollgate/accounts"
+	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/provider/fake"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -60,6 +61,7 @@ const plantedEmail = "jane.doe@example.com"
 type consoleWorld struct {
 	client, support, finance, admin string
 	kettle                          tasks.Task // acme's task that support finds and opens
+	teapot                          tasks.Task // acme's task the client erases and opens
 	acmeTasks                       int        // acme's own tasks, all the client may see
 	settled                         int64      // tasks settled in all, in today's usage
 }
@@ -81,10 +83,28 @@ func TestConsoleInChromium(t *testing.T) {
 		b.signIn(w.support, "helpdesk · support")
 
 		b.waitVisible("support page", "view-support")
+		// The landing lists the recent tasks before any search, each with
+		// its cost and an id on one line that keeps the whole id.
+		b.waitFor("recent tasks", `document.getElementById('search-summary').textContent.includes('most recent')`)
+		recent := tabEval[[][]string](b, "read the recent tasks",
+			`[...document.querySelectorAll('#search-results tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()))`)
+		if len(recent) != int(w.settled) {
+			t.Errorf("support's landing shows %d tasks, want the %d recent ones", len(recent), w.settled)
+		}
+		for _, r := range recent {
+			if len(r) < 7 || r[6] == "—" || parseShown(t, r[6]) <= 0 {
+				t.Errorf("recent task row %q: want a cost in the Cost column", r)
+			}
+		}
+		ids := tabEval[[]bool](b, "measure the ids",
+			`[...document.querySelectorAll('#search-results tbody a.id-short')].map(a => a.title === a.textContent && a.getClientRects().length === 1 && a.getBoundingClientRect().height < 2 * parseFloat(getComputedStyle(a).lineHeight || '20'))`)
+		if len(ids) != len(recent) || slices.Contains(ids, false) {
+			t.Errorf("task ids on one line with the full id in the title: %v", ids)
+		}
 		b.do("search for a word of the prompt",
 			chromedp.SendKeys(chromedp.ID("s-q"), "kettle"),
 			chromedp.Click(chromedp.CSS(`#search-form button[type=submit]`)))
-		b.waitFor("search results", `document.getElementById('search-summary').textContent !== ''`)
+		b.waitFor("search results", `document.getElementById('search-summary').textContent.includes('matching')`)
 		rows := tabEval[[][]string](b, "read the results",
 			`[...document.querySelectorAll('#search-results tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()))`)
 		if len(rows) != 1 || len(rows[0]) < 3 || rows[0][1] != w.kettle.ID || rows[0][2] != "acme" {
@@ -102,6 +122,14 @@ func TestConsoleInChromium(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("reason-text"), reason),
 			chromedp.Click(chromedp.CSS(`#reason-form button[type=submit]`)))
 		b.waitVisible("replay record", "side-by-side")
+		b.waitVisible("task summary", "task-summary")
+		facts := tabEval[string](b, "read the summary", `document.getElementById('task-facts').innerText`)
+		if !strings.Contains(facts, "succeeded") || !strings.Contains(facts, "Cost") || strings.Contains(facts, "Cost\n—") {
+			t.Errorf("task summary %q: want the status and a cost", facts)
+		}
+		if got := tabEval[string](b, "read the result", `document.getElementById('task-result').textContent`); !strings.Contains(got, "Refund approved for the blue kettle") {
+			t.Errorf("task summary's result = %q; want the answer", got)
+		}
 
 		request := tabEval[string](b, "read the request", `document.getElementById('request-view').innerText`)
 		record := tabEval[string](b, "read the record", `document.getElementById('record-view').innerText`)
@@ -216,7 +244,7 @@ func TestConsoleInChromium(t *testing.T) {
 		b.open(e.url + "/console/")
 		b.signIn(w.admin, "ops · admin")
 		b.waitVisible("support page", "view-support")
-		if got, want := b.navLinks(), []string{"Support", "Finance", "Operations", "Audit log"}; !slices.Equal(got, want) {
+		if got, want := b.navLinks(), []string{"Support", "Finance", "Operations", "Audit log", "Keys and limits"}; !slices.Equal(got, want) {
 			t.Errorf("admin's pages = %q, want %q", got, want)
 		}
 		b.do("open operations", chromedp.Click(chromedp.CSS(`#nav a[data-view="ops"]`)))
@@ -229,7 +257,53 @@ func TestConsoleInChromium(t *testing.T) {
 		if want := []string{"Queues", "Gates", "Budgets", "Oldest"}; !slices.Equal(sections, want) {
 			t.Errorf("operations sections = %q, want %q (GET /v1/admin/status)", sections, want)
 		}
+		ops := tabEval[string](b, "read the operations page", `document.getElementById('ops-body').innerText`)
+		if regexp.MustCompile(`(^|\s)0 s(\s|$)`).MatchString(ops) {
+			t.Errorf("operations page shows \"0 s\" for an empty queue:\n%s", ops)
+		}
+		probe := tabEval[string](b, "read the stale key's gate",
+			`[...document.querySelectorAll('#ops-body tr')].filter(r => r.textContent.includes('stale-key')).map(r => r.innerText).join('\n')`)
+		if !strings.Contains(probe, "due now") {
+			t.Errorf("the open gate whose probe time has passed shows %q; want its probe \"due now\"", probe)
+		}
 		b.screenshot("ops")
+
+		// Keys and limits: every key the API lists, and never a secret.
+		b.do("open keys", chromedp.Click(chromedp.CSS(`#nav a[data-view="keys"]`)))
+		b.waitVisible("keys page", "view-keys")
+		b.waitFor("keys", `document.querySelectorAll('#keys-table tbody tr[data-key-id]').length > 0`)
+		r := e.do(http.MethodGet, "/v1/keys", w.admin, nil, nil)
+		var keys struct {
+			Data []struct {
+				ID    string `json:"id"`
+				Owner string `json:"owner"`
+				Role  string `json:"role"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(r.body, &keys); err != nil || r.status != http.StatusOK || len(keys.Data) == 0 {
+			t.Fatalf("GET /v1/keys: %d %s (%v)", r.status, r.body, err)
+		}
+		var want [][]string
+		for _, k := range keys.Data {
+			want = append(want, []string{k.ID, k.Owner, k.Role})
+		}
+		shown := tabEval[[][]string](b, "read the keys",
+			`[...document.querySelectorAll('#keys-table tbody tr[data-key-id]')].map(r => [r.dataset.keyId, r.cells[1].textContent, r.cells[2].textContent])`)
+		if diff := cmp.Diff(want, shown); diff != "" {
+			t.Errorf("keys on the page differ from GET /v1/keys (-api +page):\n%s", diff)
+		}
+		for _, key := range []string{w.client, w.support, w.finance, w.admin} {
+			if tabEval[bool](b, "look for a secret", `document.documentElement.outerHTML.includes('`+key+`')`) {
+				t.Error("the keys page shows a key's secret")
+			}
+		}
+		b.waitFor("rate limits", `document.getElementById('limits-none') !== null || document.getElementById('limits-table') !== null`)
+		// Until GET /v1/limits is served, the section says so.
+		if !tabEval[bool](b, "read the limits", `document.getElementById('limits-table') !== null || `+
+			`document.getElementById('limits-none').textContent === 'This server has no rate limits API (GET /v1/limits).'`) {
+			t.Error("the rate limits section shows neither the limits nor that the server has no rate limits API")
+		}
+		b.screenshot("keys")
 	})
 
 	t.Run("a client sees its own tasks and cannot open support or finance", func(t *testing.T) {
@@ -241,10 +315,52 @@ func TestConsoleInChromium(t *testing.T) {
 		if got := tabEval[int](b, "count tasks", `document.querySelectorAll('#tasks-table tbody a').length`); got != w.acmeTasks {
 			t.Errorf("client sees %d tasks, want its own %d", got, w.acmeTasks)
 		}
-		if got, want := b.navLinks(), []string{"My tasks"}; !slices.Equal(got, want) {
+		if got, want := b.navLinks(), []string{"My tasks", "My spend"}; !slices.Equal(got, want) {
 			t.Errorf("client's pages = %q, want %q", got, want)
 		}
-		for _, page := range []string{"support", "finance"} {
+		costs := tabEval[[]string](b, "read the costs", `[...document.querySelectorAll('#tasks-table tbody tr')].map(r => r.cells[4].textContent)`)
+		for _, c := range costs {
+			if c == "—" || parseShown(t, c) <= 0 {
+				t.Errorf("client's task costs %q: want each task's cost", costs)
+			}
+		}
+
+		// Filters: by status and by day, as GET /v1/tasks takes them.
+		b.do("filter on failed", chromedp.SetValue(chromedp.ID("t-status"), "failed"),
+			chromedp.Click(chromedp.CSS(`#tasks-form button[type=submit]`)))
+		b.waitFor("no failed task", `document.querySelector('#tasks-table tbody').textContent === 'No task matches.'`)
+		today := time.Now().UTC().Format("2006-01-02")
+		b.do("filter on succeeded today", chromedp.SetValue(chromedp.ID("t-status"), "succeeded"),
+			chromedp.SetValue(chromedp.ID("t-from"), today), chromedp.SetValue(chromedp.ID("t-to"), today),
+			chromedp.Click(chromedp.CSS(`#tasks-form button[type=submit]`)))
+		b.waitFor("today's tasks", fmt.Sprintf(`document.querySelectorAll('#tasks-table tbody a').length === %d`, w.acmeTasks))
+
+		// Its own spend: the finance page, for its owner only.
+		b.do("open my spend", chromedp.Click(chromedp.CSS(`#nav a[data-view="finance"]`)))
+		b.waitVisible("own spend", "finance-body")
+		if tabEval[bool](b, "look for the owner field", `!document.getElementById('f-owner').parentElement.hidden`) {
+			t.Error("a client's spend page offers to pick another owner")
+		}
+		b.waitFor("own totals", `document.querySelector('#fin-totals [data-total="tasks"] dd') !== null`)
+		if got := parseShown(t, tabEval[string](b, "read the tasks total", `document.querySelector('#fin-totals [data-total="tasks"] dd').textContent`)); got != int64(w.acmeTasks) {
+			t.Errorf("client's spend counts %d tasks, want its own %d", got, w.acmeTasks)
+		}
+
+		// An erased task still shows what it keeps beside its tombstone.
+		if r := e.do(http.MethodDelete, "/v1/tasks/"+w.teapot.ID+"/replay", w.client, nil, nil); r.status != http.StatusOK {
+			t.Fatalf("erase %s: %d %s", w.teapot.ID, r.status, r.body)
+		}
+		b.gotoHash("task/" + w.teapot.ID)
+		b.waitVisible("tombstone", "task-gone")
+		b.waitVisible("kept metadata", "task-summary")
+		kept := tabEval[string](b, "read the kept metadata", `document.getElementById('task-facts').innerText`)
+		if !strings.Contains(kept, "acme") || !strings.Contains(kept, w.teapot.Model) || !strings.Contains(kept, "succeeded") {
+			t.Errorf("erased task shows %q; want its kept owner, model and status", kept)
+		}
+		b.gotoHash("tasks")
+		b.waitVisible("own tasks", "view-tasks")
+
+		for _, page := range []string{"support", "ops"} {
 			b.gotoHash(page)
 			b.waitRefusal("client", page)
 			b.gotoHash("tasks")
@@ -256,6 +372,26 @@ func TestConsoleInChromium(t *testing.T) {
 			if status != http.StatusForbidden {
 				t.Errorf("client's console reading %s: %d, want 403", path, status)
 			}
+		}
+
+		// A task queued behind its provider key's open breaker says so at
+		// the top of its page, as GET /v1/tasks/{id} tells.
+		if _, err := e.pool.Exec(t.Context(), `INSERT INTO provider_keys (key, state, next_probe_at, opened_at, reason_class, reason_code)
+			VALUES ('workers', 'open', now() + interval '1 hour', now(), 'exhausted', 'insufficient_quota')`); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"model": "cf-model", "max_tokens": 10,
+			"messages": []map[string]string{{"role": "user", "content": "wait for the gate"}}})
+		queued := e.post(w.client, "order-44", body, nil).task(t)
+		eventually.Wait(t, "the task to wait behind the gate", func() bool {
+			var got tasks.Task
+			r := e.do(http.MethodGet, "/v1/tasks/"+queued.ID, w.client, nil, nil)
+			return json.Unmarshal(r.body, &got) == nil && got.Error != nil && strings.HasPrefix(got.Error.Message, "Waiting:")
+		})
+		b.gotoHash("task/" + queued.ID)
+		b.waitVisible("why the task waits", "task-waiting")
+		if got := tabEval[string](b, "read why it waits", `document.getElementById('task-waiting').textContent`); !strings.Contains(got, "gate of its provider key is open") {
+			t.Errorf("a task behind an open breaker shows %q; want that its key's gate is open", got)
 		}
 	})
 }
@@ -291,7 +427,7 @@ func seedConsole(t *testing.T, e *env) consoleWorld {
 	if w.kettle.Status != tasks.StatusSucceeded {
 		t.Fatalf("seed task %s: %+v", w.kettle.Status, w.kettle.Error)
 	}
-	finishedTask(t, e, w.client, "order-43", "track the red teapot")
+	w.teapot = finishedTask(t, e, w.client, "order-43", "track the red teapot")
 	w.acmeTasks = 2
 	finishedTask(t, e, globex, "inv-7", "summarise invoice 7 for the green lamp")
 	body, _ := json.Marshal(map[string]any{"model": "backup-model", "max_tokens": 10,
@@ -300,6 +436,12 @@ func seedConsole(t *testing.T, e *env) consoleWorld {
 	e.waitFinished(globex, r.task(t).ID)
 	finishedTask(t, e, initech, "t-1", "draft a status update")
 	w.settled = 5
+	// A provider key whose breaker is open and whose probe time has
+	// passed: operations shows it due, never as a time in the past.
+	if _, err := e.pool.Exec(t.Context(), `INSERT INTO provider_keys (key, state, next_probe_at, opened_at, reason_class, reason_code)
+		VALUES ('stale-key', 'open', now() - interval '1 hour', now() - interval '2 hours', 'exhausted', 'quota')`); err != nil {
+		t.Fatal(err)
+	}
 	return w
 }
 

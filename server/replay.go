@@ -25,6 +25,10 @@ type replayRecord struct {
 	Route          *string          `json:"route"`
 	PromptVersion  *string          `json:"prompt_version"`
 	Attempts       []replay.Attempt `json:"attempts"`
+	// CostMicros is the settled cost of a succeeded task; Error why it
+	// failed, or why it waits ("Waiting: ...") while queued.
+	CostMicros *int64         `json:"cost_micros"`
+	Error      *tasks.Failure `json:"error"`
 }
 
 func isStaff(p accounts.Principal) bool {
@@ -83,7 +87,7 @@ func getReplay(d *Deps) echo.HandlerFunc {
 		return c.JSON(http.StatusOK, replayRecord{
 			TaskID: t.ID, OwnerID: t.OwnerID, IdempotencyKey: t.IdempotencyKey, Status: t.Status,
 			Request: t.Request, CreatedAt: t.CreatedAt, FinishedAt: t.FinishedAt, Attempts: attempts,
-			Route: t.Route, PromptVersion: t.PromptVersion,
+			Route: t.Route, PromptVersion: t.PromptVersion, CostMicros: costOf(t), Error: t.Error,
 		})
 	}
 }
@@ -148,6 +152,7 @@ type replaySummary struct {
 	CreatedAt      time.Time    `json:"created_at"`
 	FinishedAt     *time.Time   `json:"finished_at"`
 	Erased         bool         `json:"erased"`
+	CostMicros     *int64       `json:"cost_micros"`
 }
 
 type replayList struct {
@@ -196,13 +201,23 @@ func searchReplays(d *Deps) echo.HandlerFunc {
 		out := replayList{Data: make([]replaySummary, len(page.Tasks))}
 		for i, t := range page.Tasks {
 			out.Data[i] = replaySummary{TaskID: t.ID, OwnerID: t.OwnerID, IdempotencyKey: t.IdempotencyKey, Model: t.Model,
-				Status: t.Status, Attempts: t.Attempts, CreatedAt: t.CreatedAt, FinishedAt: t.FinishedAt, Erased: t.BodiesErasedAt != nil}
+				Status: t.Status, Attempts: t.Attempts, CreatedAt: t.CreatedAt, FinishedAt: t.FinishedAt, Erased: t.BodiesErasedAt != nil,
+				CostMicros: costOf(t)}
 		}
 		if page.NextCursor != "" {
 			out.NextCursor = &page.NextCursor
 		}
 		return c.JSON(http.StatusOK, out)
 	}
+}
+
+// costOf is a task's settled cost: its result's, null without one.
+func costOf(t tasks.Task) *int64 {
+	if t.Result == nil {
+		return nil
+	}
+	c := t.Result.CostMicros
+	return &c
 }
 
 type auditList struct {

@@ -11,14 +11,16 @@ import * as lists from './lists.js';
 import * as task from './task.js';
 import * as finance from './finance.js';
 import * as ops from './ops.js';
+import * as admin from './admin.js';
 
 const VIEWS = {
   support: { roles: ['support', 'admin'], title: 'Find a task', enter: lists.enterSupport },
   tasks: { roles: ['client'], title: 'My tasks', enter: lists.enterTasks },
   task: { roles: ['client', 'support', 'admin'], title: 'Task', enter: task.enterTask },
-  finance: { roles: ['finance', 'admin'], title: 'Spend', enter: finance.enterFinance },
+  finance: { roles: ['finance', 'admin', 'client'], title: 'Spend', enter: finance.enterFinance },
   ops: { roles: ['admin'], title: 'Operations', enter: ops.enterOps, leave: ops.stopOps },
   audit: { roles: ['admin'], title: 'Audit log', enter: lists.enterAudit },
+  keys: { roles: ['admin'], title: 'Keys and limits', enter: admin.enterKeys },
 };
 
 function setSession(sess) {
@@ -42,6 +44,10 @@ function updateChrome() {
   for (const a of document.querySelectorAll('#nav a')) {
     a.parentElement.hidden = !VIEWS[a.dataset.view].roles.includes(sess.role);
   }
+  // A client's spend is its own: the page and its link say so.
+  const own = sess.role === 'client';
+  document.querySelector('#nav a[data-view="finance"]').textContent = own ? 'My spend' : 'Finance';
+  $('f-owner').parentElement.hidden = own;
   $('who-text').textContent = `${sess.owner_id} · ${sess.role}` + (sess.workload ? ` · ${sess.workload}` : '');
 }
 
@@ -165,13 +171,13 @@ function resetViews() {
   state.ownerHints.clear();
   state.listView = null;
   $('none-text').textContent = '';
-  for (const m of [lists, task, finance, ops]) m.reset();
+  for (const m of [lists, task, finance, ops, admin]) m.reset();
 }
 
 async function init() {
   $('signin-form').addEventListener('submit', signIn);
   $('sign-out').addEventListener('click', signOut);
-  for (const m of [lists, task, finance, ops]) m.wire();
+  for (const m of [lists, task, finance, ops, admin]) m.wire();
   onSessionEnd(signedOut);
   window.addEventListener('hashchange', route);
   try {

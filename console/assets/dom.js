@@ -115,3 +115,9 @@ export function fmtDuration(sec) {
 }
 
 export const isoDay = (d) => d.toISOString().slice(0, 10);
+
+// idLink links to a task by an id that fits one line: the cell shows its
+// start, the title and the copy hold all of it.
+export function idLink(id) {
+  return h('a', { href: '#task/' + encodeURIComponent(id), class: 'mono id-short', title: id }, id);
+}

@@ -2,39 +2,47 @@
 // tasks and the admin's audit log. Each row links to #task/{id} and
 // records the task's owner, so that opening it knows whether to ask for a
 // reason first.
-import { $, h, badge, statusBadge, setBusy, timeEl } from './dom.js';
+import { $, h, badge, statusBadge, setBusy, timeEl, idLink, fmtMicros } from './dom.js';
 import { api, announce, fail, showError } from './api.js';
 import { state } from './state.js';
 
-let search = { params: null, cursor: null };
+let search = { params: null, cursor: null, loaded: false };
 let tasks = { cursor: null, loaded: false };
 let audit = { params: null, cursor: null, loaded: false };
 
 export function wire() {
   $('search-form').addEventListener('submit', (ev) => { ev.preventDefault(); runSearch(false); });
   $('search-more').addEventListener('click', () => runSearch(true));
+  $('search-form').addEventListener('reset', () => setTimeout(() => runSearch(false)));
   $('tasks-more').addEventListener('click', () => loadTasks(true));
+  $('tasks-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadTasks(false); });
+  $('tasks-form').addEventListener('reset', () => setTimeout(() => loadTasks(false)));
   $('audit-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadAudit(false); });
   $('audit-more').addEventListener('click', () => loadAudit(true));
 }
 
 // reset forgets every list, for the next person to sign in.
 export function reset() {
-  search = { params: null, cursor: null };
+  search = { params: null, cursor: null, loaded: false };
   tasks = { cursor: null, loaded: false };
   audit = { params: null, cursor: null, loaded: false };
   for (const id of ['search-results', 'tasks-table', 'audit-table']) $(id).tBodies[0].replaceChildren();
   for (const id of ['search-more', 'tasks-more', 'audit-more']) $(id).hidden = true;
   $('search-summary').textContent = '';
   $('search-form').reset();
+  $('tasks-form').reset();
   $('audit-form').reset();
 }
 
 // Support: search replay records.
 
+// The landing shows the most recent tasks, before any search.
 export function enterSupport() {
   state.listView = 'support';
+  if (!search.loaded) runSearch(false);
 }
+
+const costCell = (m) => h('td', { class: 'num' }, m === null || m === undefined ? '—' : fmtMicros(m));
 
 // utcParam turns a datetime-local value, read as UTC, into RFC 3339.
 function utcParam(v) {
@@ -64,25 +72,28 @@ async function runSearch(more) {
   showError(null);
   try {
     const data = await api('/v1/replays?' + p.toString());
+    search.loaded = true;
     const tbody = table.tBodies[0];
     if (!more) tbody.replaceChildren();
     for (const r of data.data) {
       state.ownerHints.set(r.task_id, r.owner_id);
       tbody.append(h('tr', null,
         h('td', null, timeEl(r.created_at)),
-        h('td', null, h('a', { href: '#task/' + encodeURIComponent(r.task_id), class: 'mono' }, r.task_id)),
+        h('td', null, idLink(r.task_id)),
         h('td', null, r.owner_id),
         h('td', { class: 'mono wrap' }, r.idempotency_key),
         h('td', null, r.model),
         h('td', null, statusBadge(r.status), r.erased ? [' ', badge('erased', 'badge-muted')] : null),
+        costCell(r.cost_micros),
         h('td', { class: 'num' }, String(r.attempts)),
         h('td', null, timeEl(r.finished_at))));
     }
     search.cursor = data.next_cursor;
     $('search-more').hidden = !data.next_cursor;
     const n = tbody.rows.length;
+    const what = [...search.params.keys()].some((k) => k !== 'limit') ? 'matching' : 'most recent';
     const summary = n === 0 ? 'No records match.' :
-      `${n} record${n === 1 ? '' : 's'} shown${data.next_cursor ? '; more are available' : ''}.`;
+      `${n} ${what} record${n === 1 ? '' : 's'} shown${data.next_cursor ? '; more are available' : ''}.`;
     $('search-summary').textContent = summary;
     announce(summary);
   } catch (e) {
@@ -99,8 +110,30 @@ export function enterTasks() {
   if (!tasks.loaded) loadTasks(false);
 }
 
-async function loadTasks(more) {
+// dayParam turns a date input's day into the start of that UTC day;
+// "to" days are inclusive, so created_before is the next day's start.
+function dayParam(v, next) {
+  if (!v) return '';
+  const d = new Date(v + 'T00:00:00Z');
+  if (Number.isNaN(d.getTime())) return '';
+  if (next) d.setUTCDate(d.getUTCDate() + 1);
+  return d.toISOString().replace('.000Z', 'Z');
+}
+
+function taskFilters() {
+  const f = $('tasks-form');
   const p = new URLSearchParams({ limit: '50' });
+  const set = (k, v) => { if (v) p.set(k, v); };
+  set('status', f.elements.status.value);
+  set('model', f.elements.model.value.trim());
+  set('created_after', dayParam(f.elements.from.value, false));
+  set('created_before', dayParam(f.elements.to.value, true));
+  return p;
+}
+
+async function loadTasks(more) {
+  if (!more) tasks.params = taskFilters();
+  const p = new URLSearchParams(tasks.params || taskFilters());
   if (more && tasks.cursor) p.set('cursor', tasks.cursor);
   const table = $('tasks-table');
   setBusy(table, true);
@@ -115,15 +148,16 @@ async function loadTasks(more) {
       if (t.error && t.error.message) status.push(h('div', { class: 'hint' }, t.error.message));
       tbody.append(h('tr', null,
         h('td', null, timeEl(t.created_at)),
-        h('td', null, h('a', { href: '#task/' + encodeURIComponent(t.id), class: 'mono' }, t.id)),
+        h('td', null, idLink(t.id)),
         h('td', null, status),
         h('td', null, t.model),
+        costCell(t.result ? t.result.cost_micros : null),
         h('td', { class: 'num' }, String(t.attempts)),
         h('td', { class: 'mono wrap' }, t.idempotency_key),
         h('td', null, timeEl(t.finished_at))));
     }
     if (tbody.rows.length === 0) {
-      tbody.append(h('tr', null, h('td', { colspan: '7' }, 'No tasks yet.')));
+      tbody.append(h('tr', null, h('td', { colspan: '8' }, [...tasks.params.keys()].some((k) => k !== 'limit') ? 'No task matches.' : 'No tasks yet.')));
     }
     tasks.cursor = data.next_cursor;
     $('tasks-more').hidden = !data.next_cursor;
@@ -164,7 +198,7 @@ async function loadAudit(more) {
       state.ownerHints.set(a.task_id, a.owner_id);
       tbody.append(h('tr', null,
         h('td', null, timeEl(a.accessed_at)),
-        h('td', null, h('a', { href: '#task/' + encodeURIComponent(a.task_id), class: 'mono' }, a.task_id)),
+        h('td', null, idLink(a.task_id)),
         h('td', null, a.owner_id),
         h('td', null, a.actor_owner),
         h('td', null, a.actor_role),

@@ -163,9 +163,22 @@ function humanize(k) {
   return t.charAt(0).toUpperCase() + t.slice(1);
 }
 
+// statusAt is the time of the status shown (its "at", the server's
+// clock): a probe or a pause end before it is due, not a time to wait for.
+let statusAt = NaN;
+
+// EMPTY_WHEN_ZERO are ages that mean nothing for an empty queue.
+const EMPTY_WHEN_ZERO = ['oldest_seconds', 'due_wait_seconds'];
+// DUE_TIMES are times something happens next: past, it is due now.
+const DUE_TIMES = ['next_probe_at', 'paused_until'];
+
 // fmtScalar shows one value by what its name says it is.
 function fmtScalar(key, v) {
   if (v === null || v === undefined) return '—';
+  if (v === 0 && EMPTY_WHEN_ZERO.includes(key)) return '—';
+  if (typeof v === 'string' && DUE_TIMES.includes(key) && Date.parse(v) <= statusAt) {
+    return h('span', { class: 'due', title: v }, key === 'next_probe_at' ? 'due now' : 'ended');
+  }
   if (typeof v === 'boolean') return v ? 'yes' : 'no';
   if (typeof v === 'object') return h('code', null, JSON.stringify(v));
   if (typeof v === 'number' && /_micros$/.test(key)) return fmtMicros(v);
@@ -189,6 +202,8 @@ function fmtCell(key, row) {
 // renderStatus shows GET /v1/admin/status without knowing its exact
 // shape: lists of objects become tables, objects become term lists.
 function renderStatus(st) {
+  statusAt = Date.parse(st && st.at);
+  if (Number.isNaN(statusAt)) statusAt = Date.now();
   const body = $('ops-body');
   body.replaceChildren();
   if (st === null || typeof st !== 'object' || Array.isArray(st)) {

@@ -2,7 +2,7 @@
 // by side, and a ready curl for the replay endpoint. Opening another
 // owner's record asks for a reason first (X-Reason), which the API
 // audits.
-import { $, h, badge, dl, dlItems, statusBadge, highlighted, setBusy, timeEl, fmtTime, fmtMs, fmtInt } from './dom.js';
+import { $, h, badge, dl, dlItems, statusBadge, highlighted, setBusy, timeEl, fmtTime, fmtMs, fmtInt, fmtMicros } from './dom.js';
 import { api, announce, fail } from './api.js';
 import { state, defaultView } from './state.js';
 
@@ -68,6 +68,11 @@ export function wire() {
 
 function clearTask() {
   $('task-id').textContent = '';
+  $('task-summary').hidden = true;
+  $('task-waiting').hidden = true;
+  $('task-waiting').textContent = '';
+  $('task-facts').replaceChildren();
+  $('task-outcome').replaceChildren();
   $('task-meta').replaceChildren();
   $('task-curl').hidden = true;
   $('curl-text').textContent = '';
@@ -124,6 +129,7 @@ export async function enterTask(id) {
     if (gen !== taskGen) return;
     if (e.status === 410) {
       renderGone(id, e.tombstone, reason);
+      await renderKept(id, gen);
     } else if (e.status === 404) {
       showNote('No such task, or your key may not see it.');
     } else {
@@ -147,6 +153,87 @@ function renderGone(id, tomb, reason) {
     tomb ? `Its bodies were removed on ${fmtTime(tomb.erased_at)} UTC by ${tomb.erased_by} (${tomb.reason}); ` +
       'its metadata is kept for finance and support.' : 'Its metadata is kept; its bodies are gone.');
   note.hidden = false;
+}
+
+// renderKept shows what an erased task keeps (ids, model, status,
+// timings, cost) beside its tombstone, from the replay search, which
+// lists metadata only.
+async function renderKept(id, gen) {
+  let kept = null;
+  try {
+    const data = await api('/v1/replays?' + new URLSearchParams({ q: id, limit: '1' }).toString());
+    kept = (data.data || []).find((r) => r.task_id === id) || null;
+  } catch (e) {
+    if (e.status === 401) return;
+  }
+  if (gen !== taskGen || !kept) return;
+  $('task-facts').replaceChildren(...dlItems([
+    ['Status', statusBadge(kept.status)],
+    ['Cost', costText(kept.cost_micros)],
+    ['Owner', kept.owner_id],
+    ['Model', kept.model],
+    ['Attempts', String(kept.attempts)],
+    ['Created (UTC)', timeEl(kept.created_at)],
+    ['Finished (UTC)', timeEl(kept.finished_at)],
+    ['Idempotency key', h('span', { class: 'mono wrap' }, kept.idempotency_key)],
+  ]));
+  $('task-outcome').replaceChildren(h('p', { class: 'hint' }, 'Kept metadata: the request and the answer were erased.'));
+  $('task-summary').hidden = false;
+}
+
+const costText = (m) => (m === null || m === undefined ? '—' : fmtMicros(m));
+
+// WAITS names what holds a queued task, by the class of its "Waiting:"
+// error (GET /v1/tasks/{id}).
+const WAITS = {
+  exhausted: 'Waiting: the gate of its provider key is open (breaker open, account exhausted); it runs once a probe succeeds.',
+  throttled: 'Waiting: its provider key is paused (throttled); it runs when the pause ends.',
+};
+
+// waitingText says why an unfinished task has not finished: a gate, a
+// budget, or the queue.
+function waitingText(status, err, attempts) {
+  if (status !== 'queued' && status !== 'running') return '';
+  const msg = err && err.message ? err.message : '';
+  if (/^Waiting:/.test(msg)) {
+    if (/budget/i.test(err.code || '') || /budget/i.test(msg)) return 'Waiting for budget: ' + msg.replace(/^Waiting:\s*/, '');
+    return (WAITS[err.class] || 'Waiting:') + ' (' + msg.replace(/^Waiting:\s*/, '') + ')';
+  }
+  if (status === 'running') return `Running: attempt ${attempts || 1} is with the provider.`;
+  return 'Waiting in the queue: its provider key is serving older tasks first.';
+}
+
+// lastAnswer is the final answer's text, from the last attempt that has one.
+function lastAnswer(rec) {
+  const withAnswer = (rec.attempts || []).filter((a) => a.response);
+  if (!withAnswer.length) return null;
+  const r = withAnswer[withAnswer.length - 1].response;
+  const c = r.choices && r.choices.length ? r.choices[0] : r;
+  return contentText(c.content) || toolCallsText((c.tool_calls || []).map((t) => ({ id: t.id, function: t }))) || c.refusal || '';
+}
+
+// renderSummary puts what people ask first at the top: status, cost,
+// the answer or the error, and why an unfinished task waits.
+function renderSummary(rec) {
+  const waiting = waitingText(rec.status, rec.error, (rec.attempts || []).length);
+  $('task-waiting').textContent = waiting;
+  $('task-waiting').hidden = !waiting;
+  $('task-facts').replaceChildren(...dlItems([
+    ['Status', statusBadge(rec.status)],
+    ['Cost', costText(rec.cost_micros)],
+    ['Model', (rec.request && rec.request.model) || '—'],
+  ]));
+  const out = $('task-outcome');
+  out.replaceChildren();
+  if (rec.status === 'failed' || rec.status === 'canceled') {
+    const e = rec.error;
+    out.append(h('p', { class: 'attempt-error', id: 'task-error' }, e ?
+      `Error: ${e.message} (code ${e.code}, class ${e.class}${e.retryable ? ', retryable' : ''})` : `The task was ${rec.status}.`));
+  } else if (rec.status === 'succeeded') {
+    const text = lastAnswer(rec);
+    out.append(h('h3', null, 'Result'), h('pre', { id: 'task-result' }, highlighted(text === null ? '(no answer stored)' : text)));
+  }
+  $('task-summary').hidden = false;
 }
 
 function shellQuote(v) {
@@ -201,6 +288,7 @@ function renderTask(rec, reason) {
     ['Finished (UTC)', timeEl(rec.finished_at)],
     ['Attempts', String((rec.attempts || []).length)],
   ]));
+  renderSummary(rec);
   renderCurl(rec.task_id, reason);
   renderTimeline(rec);
   renderRequest(req);

@@ -93,7 +93,7 @@ const replayRecord = `{
   "created_at": "2025-01-02T03:04:05Z",
   "finished_at": "2025-01-02T03:04:07Z",
   "route": null,
-  "prompt_version": null,
+  "prompt_version": null, "cost_micros": 54, "error": null,
   "attempts": [
     {
       "attempt": 1, "state": "ambiguous", "provider": "fake", "provider_model": "fake-small-2025",
