@@ -314,6 +314,10 @@ func startShell(t *testing.T, bash, dir string, env []string) *shell {
 	}()
 	t.Cleanup(func() {
 		in.Close()
+		go func() {
+			for range sh.lines { // unread output must not block Wait
+			}
+		}()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		pw.Close()
