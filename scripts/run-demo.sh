@@ -9,6 +9,8 @@
 #
 # usage: scripts/run-demo.sh BINARY
 # env:   DEMO_OWNER (default demo), DEMO_BUDGET_MICROS (default 5000000),
+#        TOLLGATE_FAKE_ADDR (default here 127.0.0.1:8089: the in-process
+#        fake provider's address, fixed so that the walkthrough can script it),
 #        and everything `tollgate serve` reads (DATABASE_URL, TOLLGATE_ADDR, ...);
 #        TOLLGATE_PRICES_FILE defaults to the shipped price list,
 #        deploy/prices/model_prices.json (set it to "" for none)
@@ -39,6 +41,15 @@ if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
 	exit 1
 fi
 
+export TOLLGATE_FAKE_ADDR=${TOLLGATE_FAKE_ADDR:-127.0.0.1:8089}
+fake=""
+if [[ -z ${TOLLGATE_CONFIG:-} && -z ${MODEL_BASE_URL:-} ]]; then
+	fake="
+The model provider is the in-process fake (every output is fake); script its
+failures at http://$TOLLGATE_FAKE_ADDR/_fake/script (docs/development.md#the-fake-provider).
+"
+fi
+
 key=$("$bin" keys create --owner "$owner" --role client)
 "$bin" budget set --owner "$owner" --total-micros "$micros" >/dev/null
 
@@ -48,7 +59,13 @@ Owner "$owner" has a budget of $micros micros ($((micros / 1000000)) units) and 
 
     $key
 
-Once the server below is listening, run a task from another terminal:
+For the walkthrough (docs/walkthrough.md), in another terminal:
+
+export KEY=$key
+export TG=http://$addr
+export FAKE=http://$TOLLGATE_FAKE_ADDR
+$fake
+Once the server below is listening, run a task:
 
 curl -sS -i http://$addr/v1/tasks \\
   -H 'Authorization: Bearer $key' \\

@@ -54,6 +54,7 @@ type config struct {
 	Catalog          *catalog.Catalog
 	MetricsAddr      string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
 	MetricsToken     string // TOLLGATE_METRICS_TOKEN: the bearer token /metrics requires
+	FakeAddr         string // TOLLGATE_FAKE_ADDR: where the in-process fake provider listens
 }
 
 const (
@@ -75,6 +76,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		PricesSpec:   orDefault(getenv("TOLLGATE_PRICES"), defaultPrices),
 		MetricsAddr:  getenv("TOLLGATE_METRICS_ADDR"),
 		MetricsToken: getenv("TOLLGATE_METRICS_TOKEN"),
+		FakeAddr:     orDefault(getenv("TOLLGATE_FAKE_ADDR"), "127.0.0.1:0"),
 	}
 	var err error
 	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000)
@@ -186,6 +188,7 @@ func (c config) logValue() slog.Value {
 		slog.String("addr", c.Addr),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Bool("metrics_token_set", c.MetricsToken != ""),
+		slog.String("fake_addr", c.FakeAddr),
 		slog.Bool("migrate", c.Migrate),
 	}
 	if c.ConfigFile == "" {

@@ -2,7 +2,7 @@
 //
 //	tollgate serve                       run the HTTP API and the workers
 //	tollgate migrate up|down [N]|version manage the database schema
-//	tollgate keys create --owner O --role client|support|finance|admin [--workload W]
+//	tollgate keys create --owner O [--role client|support|finance|admin] [--workload W]
 //	tollgate budget set --owner O --total-micros N [--period none|daily|monthly] [--workload W]
 //	tollgate budget verify                prove every balance from the ledger
 //	tollgate classify --provider P --status N [--header 'Name: value']…  classify an error body from stdin
@@ -38,18 +38,19 @@ func main() {
 }
 
 const usage = `usage:
-  tollgate serve [--log-format json|text] [--role api|worker|all]
+  tollgate serve [--log-format json|text] [--role all|api|worker]
   tollgate migrate up|down [N]|version
-  tollgate keys create --owner OWNER --role client|support|finance|admin [--workload W]
+  tollgate keys create --owner OWNER [--role client|support|finance|admin] [--workload W]
   tollgate keys list [--owner OWNER]
   tollgate keys revoke --id KEY_ID
-  tollgate budget set --owner OWNER --total-micros N [--period none|daily|monthly] [--workload W]
+  tollgate budget set --owner OWNER --total-micros N|unlimited [--period none|daily|monthly] [--workload W]
   tollgate budget verify
   tollgate tasks digest-keys [--batch N]
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
   tollgate status
   tollgate fakeprovider
   tollgate version
+  tollgate help
 
 Every command takes --help (or -h): it prints the command's usage and does nothing else.
 `

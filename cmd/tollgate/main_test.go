@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -321,5 +322,31 @@ func TestVersion(t *testing.T) {
 		if out := stdout.String(); !strings.HasPrefix(out, "tollgate ") || !strings.Contains(out, runtime.Version()) {
 			t.Errorf("run(%q) printed %q, want tollgate's version and the Go release", arg, out)
 		}
+	}
+}
+
+// The command list in docs/configuration.md is the one `tollgate help`
+// prints, line for line.
+func TestDocumentedUsage(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Command line\n")
+	if !ok {
+		t.Fatal("docs/configuration.md has no \"## Command line\" section")
+	}
+	_, block, _ := strings.Cut(section, "```text\n")
+	block, _, _ = strings.Cut(block, "```")
+	var want []string
+	for _, l := range strings.Split(usage, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "  "); ok {
+			want = append(want, cmd)
+		}
+	}
+	got := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("docs/configuration.md's command list differs from tollgate help (-help +doc):\n%s", diff)
 	}
 }

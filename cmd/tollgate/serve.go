@@ -90,7 +90,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 
 	fakeRoot := ""
 	if cfg.Catalog.UsesFake() {
-		fp, addr, err := startFake(log)
+		fp, addr, err := startFake(cfg.FakeAddr, log)
 		if err != nil {
 			return err
 		}
@@ -322,10 +322,12 @@ func (f *fakeProc) stop() {
 	_ = f.srv.Shutdown(ctx)
 }
 
-func startFake(log *slog.Logger) (*fakeProc, string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startFake serves the in-process fake provider on addr (TOLLGATE_FAKE_ADDR;
+// port 0 picks a free one). It fails when addr cannot be listened on.
+func startFake(addr string, log *slog.Logger) (*fakeProc, string, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("fake provider: %w", err)
+		return nil, "", fmt.Errorf("fake provider (TOLLGATE_FAKE_ADDR): listen on %s: %w", addr, err)
 	}
 	// A long-lived fake keeps no request bodies: its call log would grow
 	// without bound.

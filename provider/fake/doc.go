@@ -25,10 +25,12 @@
 //
 // Every model endpoint logs the call (model, Idempotency-Key and the body as
 // received, see Call) in one call log, then takes the next entry of one
-// shared script queue. An entry with a Body, or without any shaping field,
-// is served as is, whatever format it is in. Otherwise (an empty queue, or a
-// shaping entry) the endpoint answers in its own format with the
-// deterministic answer below, which a shaping entry adjusts (see Scripted).
+// shared script queue. An entry with a Body, or with an error status (not
+// 2xx) and no shaping field, is served as is, whatever format it is in.
+// Otherwise (an empty queue, a success entry without a Body such as
+// {"delay_ms": 3000}, or a shaping entry) the endpoint answers in its own
+// format with the deterministic answer below, which a shaping entry
+// adjusts (see Scripted).
 // Nothing is random, and the only clock is the one given with WithClock.
 //
 // # The conversation and its digest

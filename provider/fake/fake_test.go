@@ -299,3 +299,43 @@ func TestUnknownRoutes(t *testing.T) {
 		t.Errorf("POST audio/speech: %d, want 404", r.status)
 	}
 }
+
+// A success entry without a Body is the endpoint's own answer, delayed
+// when it says so: a slow call is still a valid answer. An error status
+// without a Body stays an empty error.
+func TestSuccessWithoutBodyIsTheOwnAnswer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		script     string
+		path       string
+		body       string
+		wantStatus int
+		wantIn     string
+	}{
+		{"delay alone, chat", `{"delay_ms":20}`, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200, `"content":"fake completion `},
+		{"status 200 alone, chat", `{"status":200}`, "/v1/chat/completions", `{"model":"m","messages":[]}`, 200, `"object":"chat.completion"`},
+		{"delay alone, messages", `{"delay_ms":20}`, "/v1/messages", `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, 200, `"text":"fake completion `},
+		{"delay alone, embeddings", `{"delay_ms":20}`, "/v1/embeddings", `{"model":"m","input":"hi"}`, 200, `"object":"embedding"`},
+		{"error status alone stays empty", `{"status":503,"delay_ms":20}`, "/v1/chat/completions", `{"model":"m","messages":[]}`, 503, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, ts := start(t)
+			if r := mustDo(t, ts, "POST", "/_fake/script", "", `{"responses":[`+tt.script+`]}`); r.status != 204 {
+				t.Fatalf("script: %d %s", r.status, r.body)
+			}
+			r := mustDo(t, ts, "POST", tt.path, "k:1", tt.body)
+			if r.status != tt.wantStatus {
+				t.Errorf("status = %d, want %d (body %s)", r.status, tt.wantStatus, r.body)
+			}
+			if tt.wantIn == "" && r.body != "" {
+				t.Errorf("body = %q, want empty", r.body)
+			}
+			if !strings.Contains(r.body, tt.wantIn) {
+				t.Errorf("body = %s, want it to contain %s", r.body, tt.wantIn)
+			}
+		})
+	}
+}

@@ -10,12 +10,13 @@ import (
 // maxRequestBytes bounds what the fake reads from one request.
 const maxRequestBytes = 8 << 20
 
-// Scripted is one canned answer to a model call. With a Body, or with
-// none of the shaping fields below set, it is served as is on whichever
-// endpoint takes it from the queue. Without a Body, the shaping fields (and,
-// for a streaming call, StreamCutAfter and ChunkDelayMS) shape the
-// endpoint's own deterministic answer instead, in its own format; Status,
-// Headers, DelayMS and Hang still apply.
+// Scripted is one canned answer to a model call. With a Body, or with an
+// error Status (not 2xx) and none of the shaping fields below set, it is
+// served as is on whichever endpoint takes it from the queue. Otherwise
+// the endpoint answers in its own format with its deterministic answer,
+// which the shaping fields (and, for a streaming call, StreamCutAfter and
+// ChunkDelayMS) adjust; Status, Headers, DelayMS and Hang still apply. So
+// {"delay_ms": 3000} alone is a valid answer that comes 3 s late.
 type Scripted struct {
 	Status  int               `json:"status"` // 0 means 200
 	Headers map[string]string `json:"headers"`
@@ -75,10 +76,14 @@ type Scripted struct {
 	StopSequence string `json:"stop_sequence,omitempty"`
 }
 
-// shapes reports whether sc asks for a generated answer rather than its Body.
+// shapes reports whether sc asks for the endpoint's own answer rather
+// than its Body: it has no Body, and a success status or a shaping field.
 func (sc Scripted) shapes(stream bool) bool {
 	if sc.Body != "" || sc.Status != 0 && (sc.Status < 200 || sc.Status > 599) {
 		return false // served as is, or refused with a 500 that says why
+	}
+	if sc.Status < 300 {
+		return true // a success without a body is the endpoint's own answer
 	}
 	return sc.Tool != "" || sc.ToolCalls > 0 || sc.Text || sc.Content != "" || sc.Refusal != "" ||
 		sc.FinishReason != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
