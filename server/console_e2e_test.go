@@ -261,10 +261,13 @@ func TestConsoleInChromium(t *testing.T) {
 		if regexp.MustCompile(`(^|\s)0 s(\s|$)`).MatchString(ops) {
 			t.Errorf("operations page shows \"0 s\" for an empty queue:\n%s", ops)
 		}
-		probe := tabEval[string](b, "read the stale key's gate",
-			`[...document.querySelectorAll('#ops-body tr')].filter(r => r.textContent.includes('stale-key')).map(r => r.innerText).join('\n')`)
-		if !strings.Contains(probe, "due now") {
-			t.Errorf("the open gate whose probe time has passed shows %q; want its probe \"due now\"", probe)
+		if strings.Contains(ops, "stale-key") {
+			t.Errorf("operations page shows a provider key the catalog no longer has:\n%s", ops)
+		}
+		probe := tabEval[string](b, "read the idle key's gate",
+			`[...document.querySelectorAll('#ops-body tr')].filter(r => r.cells[0] && r.cells[0].textContent.trim() === 'backup' && r.textContent.includes('breaker')).map(r => r.innerText).join('\n')`)
+		if !strings.Contains(probe, "idle") || strings.Contains(probe, " ago") {
+			t.Errorf("the open gate whose probe time has passed, nothing waiting, shows %q; want it idle, with no probe time; the page:\n%s", probe, ops)
 		}
 		b.screenshot("ops")
 
@@ -297,11 +300,22 @@ func TestConsoleInChromium(t *testing.T) {
 				t.Error("the keys page shows a key's secret")
 			}
 		}
-		b.waitFor("rate limits", `document.getElementById('limits-none') !== null || document.getElementById('limits-table') !== null`)
-		// Until GET /v1/limits is served, the section says so.
-		if !tabEval[bool](b, "read the limits", `document.getElementById('limits-table') !== null || `+
-			`document.getElementById('limits-none').textContent === 'This server has no rate limits API (GET /v1/limits).'`) {
-			t.Error("the rate limits section shows neither the limits nor that the server has no rate limits API")
+		// Rate limits: every owner's, as GET /v1/limits lists them.
+		b.waitFor("rate limits", `document.querySelectorAll('#limits-table tbody tr').length > 0`)
+		if got := tabEval[string](b, "read the empty limits", `document.querySelector('#limits-table tbody').textContent`); got != "No owner has a rate limit." {
+			t.Errorf("limits table with no limits shows %q", got)
+		}
+		if r := e.do(http.MethodPut, "/v1/limits/acme", w.admin,
+			[]byte(`{"requests_per_minute": 6000, "workloads": {"batch": {"requests_per_minute": 60, "tokens_per_minute": 50000}}}`), nil); r.status != http.StatusOK {
+			t.Fatalf("PUT /v1/limits/acme: %d %s", r.status, r.body)
+		}
+		b.do("reload keys and limits", chromedp.Click(chromedp.ID("keys-reload")))
+		b.waitFor("the limits set", `document.querySelectorAll('#limits-table tbody tr').length === 2`)
+		limitRows := tabEval[[][]string](b, "read the limits",
+			`[...document.querySelectorAll('#limits-table tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()))`)
+		if len(limitRows) != 2 || limitRows[0][0] != "acme" || limitRows[1][1] != "batch" ||
+			!strings.Contains(limitRows[0][2], "6") || !strings.Contains(limitRows[1][3], "50") {
+			t.Errorf("limits table = %q; want acme's owner row (6,000 requests) and its batch workload (50,000 tokens)", limitRows)
 		}
 		b.screenshot("keys")
 	})
@@ -436,10 +450,12 @@ func seedConsole(t *testing.T, e *env) consoleWorld {
 	e.waitFinished(globex, r.task(t).ID)
 	finishedTask(t, e, initech, "t-1", "draft a status update")
 	w.settled = 5
-	// A provider key whose breaker is open and whose probe time has
-	// passed: operations shows it due, never as a time in the past.
+	// A provider key whose breaker is open, whose probe time has passed and
+	// on which nothing waits: operations shows it idle, never a probe time
+	// in the past. And a key the catalog no longer has: operations omits it.
 	if _, err := e.pool.Exec(t.Context(), `INSERT INTO provider_keys (key, state, next_probe_at, opened_at, reason_class, reason_code)
-		VALUES ('stale-key', 'open', now() - interval '1 hour', now() - interval '2 hours', 'exhausted', 'quota')`); err != nil {
+		VALUES ('backup', 'open', now() - interval '1 hour', now() - interval '2 hours', 'exhausted', 'quota'),
+		       ('stale-key', 'open', now() - interval '1 hour', now() - interval '2 hours', 'exhausted', 'quota')`); err != nil {
 		t.Fatal(err)
 	}
 	return w
