@@ -36,6 +36,7 @@ var hostileBodies = map[string]string{
 	"POST /v1/messages/count_tokens": `{"model":"test-model","system":"be brief","messages":[{"role":"user","content":"hi"}]}`,
 	"POST /v1/embeddings":            `{"model":"test-model","input":["hi","there"],"dimensions":8,"encoding_format":"float","user":"u"}`,
 	"POST /v1/keys":                  `{"owner":"acme","role":"client","workload":"w","name":"n","expires_at":"2099-01-01T00:00:00Z"}`,
+	"PUT /v1/limits/:owner":          `{"requests_per_minute":60,"tokens_per_minute":100000,"workloads":{"batch":{"requests_per_minute":6}}}`,
 	"PUT /v1/owners/:owner/webhook":  `{"url":"https://hooks.example.com/tollgate","events":["task.succeeded","task.failed"]}`,
 	// These read no body: they are sent the hostile bodies all the same.
 	"POST /v1/tasks/:id/cancel": ``,
@@ -110,7 +111,7 @@ func TestHostileInputOnEveryRoute(t *testing.T) {
 	for _, r := range list {
 		id := r.method + " " + r.path
 		key := client
-		if strings.Contains(r.path, "/budgets") || strings.Contains(r.path, "/owners") || strings.Contains(r.path, "/admin") || r.path == "/v1/audit" || strings.HasPrefix(r.path, "/v1/keys") {
+		if strings.Contains(r.path, "/budgets") || strings.Contains(r.path, "/owners") || strings.Contains(r.path, "/admin") || r.path == "/v1/audit" || strings.HasPrefix(r.path, "/v1/keys") || strings.HasPrefix(r.path, "/v1/limits") {
 			key = admin
 		}
 		concrete := strings.NewReplacer(":id", uuid.NewString(), ":owner", "acme", ":name", "tagline").Replace(r.path)
