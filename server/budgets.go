@@ -63,12 +63,9 @@ func writeBudget(c echo.Context, d *Deps, owner string, status int) error {
 // that made it.
 func putBudget(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := requireRole(c, accounts.RoleAdmin); err != nil {
+		owner, err := adminOwner(c)
+		if err != nil {
 			return err
-		}
-		owner := c.Param("owner")
-		if !accounts.ValidOwner(owner) {
-			return badRequest("The owner id must be 1-64 letters, digits, '.', '_' or '-'.")
 		}
 		var in budgetInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &in); err != nil {

@@ -102,11 +102,29 @@ func keysQuery(q url.Values) (string, error) {
 		}
 	}
 	owner := q.Get("owner")
-	if owner != "" && !accounts.ValidOwner(owner) {
+	if owner != "" {
+		return validOwner(owner)
+	}
+	return "", nil
+}
+
+// validOwner returns owner, or a 400 naming the owner field when it is not
+// an owner id.
+func validOwner(owner string) (string, error) {
+	if !accounts.ValidOwner(owner) {
 		return "", badRequest("The owner id must be 1-64 letters, digits, '.', '_' or '-'.",
 			tasks.FieldError{Field: "owner", Message: "must be 1-64 letters, digits, '.', '_' or '-'"})
 	}
 	return owner, nil
+}
+
+// adminOwner returns the {owner} of a route only admins may use: 403 for
+// another role, 400 for a malformed owner id.
+func adminOwner(c echo.Context) (string, error) {
+	if err := requireRole(c, accounts.RoleAdmin); err != nil {
+		return "", err
+	}
+	return validOwner(c.Param("owner"))
 }
 
 // revokeKey: DELETE /v1/keys/{id}. 204; refused at once on every instance.

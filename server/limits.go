@@ -34,12 +34,9 @@ type limitsList struct {
 // limits, its own and its workloads', all at once.
 func putLimits(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := requireRole(c, accounts.RoleAdmin); err != nil {
+		owner, err := adminOwner(c)
+		if err != nil {
 			return err
-		}
-		owner := c.Param("owner")
-		if !accounts.ValidOwner(owner) {
-			return badRequest("The owner id must be 1-64 letters, digits, '.', '_' or '-'.")
 		}
 		var in limitsInput
 		if err := decodeJSON(c, d.MaxBodyBytes, &in); err != nil {
@@ -65,12 +62,9 @@ func putLimits(d *Deps) echo.HandlerFunc {
 // getLimits: GET /v1/limits/{owner} (admin).
 func getLimits(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := requireRole(c, accounts.RoleAdmin); err != nil {
+		owner, err := adminOwner(c)
+		if err != nil {
 			return err
-		}
-		owner := c.Param("owner")
-		if !accounts.ValidOwner(owner) {
-			return badRequest("The owner id must be 1-64 letters, digits, '.', '_' or '-'.")
 		}
 		out, err := d.Limits.Get(c.Request().Context(), owner)
 		if err != nil {

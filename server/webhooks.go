@@ -17,10 +17,10 @@ import (
 // webhookOwner returns the {owner} of a webhook route when the caller may
 // manage its webhook: an admin key, or any key of that owner.
 func webhookOwner(c echo.Context, d *Deps) (string, error) {
-	owner, p := c.Param("owner"), principalOf(c)
-	if !accounts.ValidOwner(owner) {
-		return "", badRequest("The owner id must be 1-64 letters, digits, '.', '_' or '-'.",
-			tasks.FieldError{Field: "owner", Message: "must be 1-64 letters, digits, '.', '_' or '-'"})
+	p := principalOf(c)
+	owner, err := validOwner(c.Param("owner"))
+	if err != nil {
+		return "", err
 	}
 	if owner != p.OwnerID && p.Role != accounts.RoleAdmin {
 		return "", forbidden("Only admin keys may manage another owner's webhook.")
