@@ -415,3 +415,36 @@ func TestRateLimitCorrectionsUnderConcurrentSettlement(t *testing.T) {
 	}
 	e.checkInvariants()
 }
+
+// A task cancelled before any provider call is charged nothing: its
+// estimate leaves the window's token count as a settlement's difference
+// would, at the window's next admission.
+func TestRateLimitTokensReturnedByCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{queueOnly: true, noWorkers: true})
+	e.clock.Set(limitWindow())
+	admin := e.owner("ops", accounts.RoleAdmin, 0)
+	client := e.owner("acme", accounts.RoleClient, 1_000_000_000)
+	e.putLimits(admin, "acme", `{"tokens_per_minute": 100000}`)
+	r := e.post(client, "c1", taskBody("hello", 500), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	estimate := e.scalar(`SELECT tokens FROM rate_charges`)
+	if c := e.do(http.MethodPost, "/v1/tasks/"+r.task(t).ID+"/cancel", client, nil, nil); c.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", c.status, c.body)
+	}
+	if n := e.scalar(`SELECT count(*) FROM usage_records`); n != 0 {
+		t.Fatalf("usage records after a cancel before any call: %d, want 0 (the test proves nothing)", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM rate_charges`); n != 0 {
+		t.Errorf("charges left after the cancel: %d", n)
+	}
+	r = e.post(client, "c2", taskBody("hello", 500), nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	if remaining := r.header.Get("x-ratelimit-remaining-tokens"); remaining != strconv.FormatInt(100000-estimate, 10) {
+		t.Errorf("remaining tokens after the cancel %q, want %d (only the new task's estimate)", remaining, 100000-estimate)
+	}
+}
