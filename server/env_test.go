@@ -224,7 +224,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	var svc *tasks.Service
 	hooks, err := webhooks.New(pool, webhooks.Config{
 		Sealer: testSealer(t), Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Now: clock.Now,
-		Metrics: m, Logger: log, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond, Timeout: 5 * time.Second,
+		Metrics: m, Logger: log, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond, Timeout: 5 * time.Second, FetchPoll: 50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

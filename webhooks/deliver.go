@@ -36,7 +36,7 @@ func (s *Service) Register(workers *river.Workers) error {
 
 // QueueConfig is how River works Queue in this process.
 func (s *Service) QueueConfig() river.QueueConfig {
-	return river.QueueConfig{MaxWorkers: s.cfg.Workers}
+	return river.QueueConfig{MaxWorkers: s.cfg.Workers, FetchPollInterval: s.cfg.FetchPoll, FetchCooldown: min(s.cfg.FetchPoll, 100*time.Millisecond)}
 }
 
 type worker struct {
