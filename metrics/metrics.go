@@ -94,7 +94,7 @@ func New() *Metrics {
 			Name: "tollgate_budget_orphans_reaped_total", Help: "Reservations the reaper had to close: held by finished tasks or tasks long past their deadline. Any is a bug to look at.",
 		}),
 		implausible: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tollgate_usage_implausible_total", Help: "Provider answers whose usage report was beyond any sane bound (budget.MaxUsageTokens a figure), by provider key: charged at most the reservation, the rest recorded as shortfall, the attempt flagged in its journal. Any is a provider to look at.",
+			Name: "tollgate_usage_implausible_total", Help: "Provider answers whose usage report the request rules out (output beyond the output limit sent times n, input far beyond what the request holds) or beyond any sane bound (budget.MaxUsageTokens a figure), by provider key: charged at most the reservation, the rest recorded as shortfall, the attempt flagged in its journal. Any is a provider to look at.",
 		}, []string{"provider_key"}),
 		budgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_budget_alerts_total", Help: "Budget threshold alerts fired, by threshold percent.",

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -87,12 +89,14 @@ func TestImplausibleUsageIsChargedOnceAndFlagged(t *testing.T) {
 	}
 }
 
-// A plausible report near the bound is charged as usual and not flagged.
+// A plausible report (input beyond the estimate, output at the limit
+// sent) is charged as usual, beyond the reservation up to the headroom,
+// and not flagged.
 func TestPlausibleUsageIsNotFlagged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	key := e.owner("acme", accounts.RoleClient, 1_000_000)
-	e.fake.Script(openAIAnswer(`{"prompt_tokens":1000,"completion_tokens":1000}`))
+	e.fake.Script(openAIAnswer(`{"prompt_tokens":1000,"completion_tokens":100}`))
 	id := e.submit(key, "k", taskBody("abcdefgh", 100))
 	task := e.waitFinished(key, id)
 	if task.Status != "succeeded" {
@@ -100,9 +104,78 @@ func TestPlausibleUsageIsNotFlagged(t *testing.T) {
 	}
 	e.expectScalars([]scalarCheck{
 		{"flagged attempts", `SELECT count(*) FROM task_attempts WHERE usage_implausible`, 0},
-		{"charged beyond the reservation, up to the headroom", `SELECT charged_micros FROM usage_records`, 3000},
+		{"charged beyond the reservation, up to the headroom", `SELECT charged_micros FROM usage_records`, 1200},
 	})
 	e.checkInvariants()
+}
+
+// Usage the request rules out is a lie even below the sane bound: output
+// (reasoning included) beyond the output limit sent times the choices, or
+// input far beyond what the request's bytes can hold. It is charged at
+// most the reservation, the rest recorded as shortfall, the attempt
+// flagged and counted; a report just within the request's bounds is
+// believed.
+func TestUsageTheRequestRulesOutIsCappedAndFlagged(t *testing.T) {
+	t.Parallel()
+	chat := func(maxTokens, n int) []byte {
+		b, _ := json.Marshal(map[string]any{"model": testModel, "max_tokens": maxTokens, "n": n,
+			"messages": []map[string]string{{"role": "user", "content": "abcdefgh"}}})
+		return b
+	}
+	// chat(16, 1) reserves (2+4)×1 + 16×2 = 38 micros; chat(16, 2) 70.
+	cases := []struct {
+		name          string
+		body          []byte
+		usage         string
+		wantFlagged   int64
+		wantCharged   int64
+		wantShortfall int64
+	}{
+		{"a billion output tokens for max_tokens 16", chat(16, 1), `{"prompt_tokens":6,"completion_tokens":1000000000}`,
+			1, 38, 6 + 2_000_000_000 - 38},
+		{"one output token beyond the limit", chat(16, 1), `{"prompt_tokens":6,"completion_tokens":17}`, 1, 38, 6 + 34 - 38},
+		{"the limit exactly", chat(16, 1), `{"prompt_tokens":6,"completion_tokens":16}`, 0, 38, 0},
+		{"beyond the limit times n", chat(16, 2), `{"prompt_tokens":6,"completion_tokens":33}`, 1, 70, 6 + 66 - 70},
+		{"the limit times n", chat(16, 2), `{"prompt_tokens":6,"completion_tokens":32}`, 0, 70, 0},
+		{"reasoning beyond the limit", chat(16, 1),
+			`{"prompt_tokens":6,"completion_tokens":500,"completion_tokens_details":{"reasoning_tokens":490}}`, 1, 38, 6 + 1000 - 38},
+		{"input far beyond what 8 bytes hold", chat(16, 1), `{"prompt_tokens":5000000,"completion_tokens":1}`,
+			1, 38, 5_000_002 - 38},
+		{"input beyond the estimate but within the bytes' bound", chat(16, 1), `{"prompt_tokens":40,"completion_tokens":16}`,
+			0, 72, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			e.fake.Script(openAIAnswer(c.usage))
+			id := e.submit(key, "k", c.body)
+			task := e.waitFinished(key, id)
+			if task.Status != "succeeded" {
+				t.Fatalf("task %s; want succeeded", task.Status)
+			}
+			if n := e.fake.CallCount(); n != 1 {
+				t.Errorf("provider called %d times, want once", n)
+			}
+			e.expectScalars([]scalarCheck{
+				{"flagged attempts", `SELECT count(*) FROM task_attempts WHERE usage_implausible`, c.wantFlagged},
+				{"charged", `SELECT charged_micros FROM usage_records`, c.wantCharged},
+				{"shortfall", `SELECT shortfall_micros FROM usage_records`, c.wantShortfall},
+				{"spent", `SELECT spent_micros FROM budget_periods WHERE owner_id = 'acme'`, c.wantCharged},
+			})
+			page := e.do(http.MethodGet, "/metrics", "", nil, nil).body
+			const counted = `tollgate_usage_implausible_total{provider_key="default"}`
+			if c.wantFlagged == 0 {
+				if bytes.Contains(page, []byte(counted)) {
+					t.Errorf("%s is on the page for a plausible report", counted)
+				}
+			} else if n := metricValue(t, page, counted); int64(n) != c.wantFlagged {
+				t.Errorf("%s = %v, want %d", counted, n, c.wantFlagged)
+			}
+			e.checkInvariants()
+		})
+	}
 }
 
 // "Unlimited" is the maximum total: a budget set to it through the API

@@ -102,8 +102,9 @@ type outcome struct {
 	code    string
 	created time.Time
 	alerts  []budget.Alert
-	// implausible: the provider key of a usage report beyond any sane
-	// bound, counted once committed; "" for none.
+	// implausible: the provider key of a usage report the request rules
+	// out or beyond any sane bound (usageBound), counted once committed;
+	// "" for none.
 	implausible string
 }
 
@@ -140,8 +141,9 @@ type successResult struct {
 	status    Status
 	wasClosed bool
 	settled   budget.Settled
-	// implausible: the provider key whose usage report was beyond any
-	// sane bound, charged capped at the reservation; "" when plausible.
+	// implausible: the provider key whose usage report the request rules
+	// out (usageBound), charged capped at the reservation; "" when
+	// plausible.
 	implausible string
 }
 
@@ -197,7 +199,7 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, t Task, c *finishedCall, d decision) error {
 	res, m, resp := &c.res, c.b.model, c.resp
 	res.task, res.status, res.implausible, res.finished = t, d.status, "", nil
-	implausible := implausibleUsage(resp)
+	implausible := !s.usageBoundOf(c.b).admits(resp.Usage)
 	if implausible {
 		queueImplausibleUsage(batch, c.b, resp.Usage)
 		res.implausible = m.Provider
@@ -253,12 +255,6 @@ func (s *Service) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usa
 		u.InputTokens, u.OutputTokens = s.inputTokensOf(m, t.Request), estimateOutput(resp)
 	}
 	return u, m.Price().CostOf(u.tokens())
-}
-
-// implausibleUsage reports whether resp's usage is beyond any sane bound
-// (budget.PlausibleUsage).
-func implausibleUsage(resp *provider.Response) bool {
-	return resp.Usage != nil && !budget.PlausibleUsage(resp.Usage.InputTokens, resp.Usage.OutputTokens)
 }
 
 // tokens returns u's figures by class.

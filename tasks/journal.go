@@ -122,8 +122,8 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 }
 
 // queueImplausibleUsage flags b's journal entry, queued before it, as
-// having reported usage beyond any sane bound, with the figures as
-// reported.
+// having reported usage its request rules out (usageBound), with the
+// figures as reported.
 func queueImplausibleUsage(batch *pgx.Batch, b *begunAttempt, u *provider.Usage) {
 	batch.Queue(`
 		UPDATE task_attempts SET usage_implausible = true, reported_input_tokens = $3, reported_output_tokens = $4
