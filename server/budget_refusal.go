@@ -18,6 +18,9 @@ import (
 type budgetRefusal struct {
 	reserve, available, total, reserved, spent int64
 	figures                                    bool
+	// atLeast: reserve is the least any request reserves (roomFirst),
+	// not this request's own reservation, which was never figured.
+	atLeast bool
 }
 
 func (e *budgetRefusal) Error() string { return "budget exhausted" }
@@ -31,6 +34,12 @@ func (e *budgetRefusal) detail() string {
 		return "The remaining budget cannot cover this request's reservation. Nothing was run or charged; the idempotency key was not used."
 	}
 	left := max(e.available, 0)
+	if e.atLeast {
+		return fmt.Sprintf("The remaining budget cannot cover any request's reservation: the least a request reserves is %d micros (%s units) "+
+			"and %d micros (%s units) are left this period (total %d, reserved %d, spent %d micros). "+
+			"The body was not read: nothing was run or charged; the idempotency key was not used.",
+			e.reserve, formatUnits(e.reserve), left, formatUnits(left), e.total, e.reserved, e.spent)
+	}
 	return fmt.Sprintf("The remaining budget cannot cover this request's reservation: it needs up to %d micros (%s units) "+
 		"and %d micros (%s units) are left this period (total %d, reserved %d, spent %d micros). "+
 		"Nothing was run or charged; the idempotency key was not used.",
@@ -65,18 +74,25 @@ func budgetRefusalFor(ctx context.Context, d *Deps, p accounts.Principal, req ta
 	if err != nil && !errors.Is(err, budget.ErrNotFound) {
 		return out
 	}
-	out.reserve, out.figures = est.ReservedMicros, true
-	found := false
+	out.reserve = est.ReservedMicros
+	out.tightest(balances, p.Workload)
+	out.figures = true
+	return out
+}
+
+// tightest sets e's balance figures from the balance of balances with the
+// least room that binds a key of workload: the owner's own, or the
+// workload's. figures says whether any did.
+func (e *budgetRefusal) tightest(balances []budget.Balance, workload string) {
 	for _, b := range balances {
-		if b.Workload != "" && b.Workload != p.Workload {
+		if b.Workload != "" && b.Workload != workload {
 			continue
 		}
-		if !found || b.Available() < out.available {
-			out.available, out.total, out.reserved, out.spent = b.Available(), b.TotalMicros, b.ReservedMicros, b.SpentMicros
-			found = true
+		if !e.figures || b.Available() < e.available {
+			e.available, e.total, e.reserved, e.spent = b.Available(), b.TotalMicros, b.ReservedMicros, b.SpentMicros
+			e.figures = true
 		}
 	}
-	return out
 }
 
 // submit submits sub for the principal: tasks.Service.Create, whose

@@ -13,16 +13,19 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	// The middleware is given route by route, not to the group: a group's
 	// middleware makes Echo route every unmatched /v1 path to a catch-all
 	// 404, so a wrong method would answer 404 instead of 405 with Allow.
+	// Routes that admit a task check the budget's room first (roomFirst),
+	// before a large body is read.
 	auth := []echo.MiddlewareFunc{authenticate(d.Accounts, d.authLimit)}
+	admit := append(auth[:len(auth):len(auth)], roomFirst(d))
 	v1 := e.Group("/v1")
-	v1.POST("/tasks", createTask(d), auth...)
-	v1.POST("/chat/completions", chatCompletions(d), auth...)
+	v1.POST("/tasks", createTask(d), admit...)
+	v1.POST("/chat/completions", chatCompletions(d), admit...)
 	antAuth := []echo.MiddlewareFunc{authenticateAnthropic(d.Accounts, d.authLimit)}
-	v1.POST("/messages", createMessage(d), antAuth...)
+	v1.POST("/messages", createMessage(d), append(antAuth[:len(antAuth):len(antAuth)], roomFirst(d))...)
 	v1.POST("/messages/count_tokens", countTokens(d), antAuth...)
-	v1.POST("/embeddings", embeddings(d), auth...)
+	v1.POST("/embeddings", embeddings(d), admit...)
 	v1.GET("/routes", listRoutes(d), auth...)
-	v1.POST("/routes/:name", callRoute(d), auth...)
+	v1.POST("/routes/:name", callRoute(d), auth...) // a route answers a budget refusal its own way (its fallback)
 	v1.GET("/models", modelsList(d), auth...)
 	v1.GET("/tasks", listTasks(d), auth...)
 	v1.GET("/tasks/:id", getTask(d), auth...)
@@ -53,7 +56,7 @@ func registerEndpoints(e *echo.Echo, d *Deps) {
 	v1.PUT("/limits/:owner", putLimits(d), auth...)
 
 	// OpenAI's Responses API (responses.go).
-	v1.POST("/responses", createResponse(d), auth...)
+	v1.POST("/responses", createResponse(d), admit...)
 	v1.GET("/responses/:id", getResponse(d), auth...)
 	v1.POST("/responses/:id/cancel", cancelResponse(d), auth...)
 	v1.DELETE("/responses/:id", deleteResponse(d), auth...)
