@@ -145,19 +145,17 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 type plan struct {
 	sub Submission
 	// key is the idempotency key's stored form (StoredKey): it is stored,
-	// looked up and logged only as its keyed digest. sentKey is the key as
-	// sent, only for finding a task stored before keys were digested.
-	key, sentKey string
+	// looked up and logged only as its keyed digest.
+	key string
 	// hash is the request's hash as stored, keyed, so that a dump cannot
-	// confirm a guessed request; plainHash only finds tasks stored before
-	// it was keyed.
-	hash, plainHash []byte
-	model           catalog.Model // the first model of the chain that can take the request
-	raw             []byte        // the request as sent, to be sealed
-	amount          int64         // the reservation (estimate)
-	tokens          int64         // the reservation's tokens, input and output, counted by rate limits
-	estimated       bool          // the model is unpriced: reserved at the default price
-	deadline        time.Duration // the task's whole life
+	// confirm a guessed request.
+	hash      []byte
+	model     catalog.Model // the first model of the chain that can take the request
+	raw       []byte        // the request as sent, to be sealed
+	amount    int64         // the reservation (estimate)
+	tokens    int64         // the reservation's tokens, input and output, counted by rate limits
+	estimated bool          // the model is unpriced: reserved at the default price
+	deadline  time.Duration // the task's whole life
 }
 
 // planFor validates sub and decides what its task would be. It returns a
@@ -172,9 +170,7 @@ func (s *Service) planFor(sub Submission) (plan, error) {
 	if !ValidIdempotencyKey(sub.IdempotencyKey) {
 		return plan{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
 	}
-	plain := req.Hash()
-	p := plan{sub: sub, key: s.StoredKey(sub.IdempotencyKey), sentKey: sub.IdempotencyKey,
-		hash: s.keyedHash(plain), plainHash: plain, deadline: s.cfg.DefaultDeadline}
+	p := plan{sub: sub, key: s.StoredKey(sub.IdempotencyKey), hash: s.keyedHash(req.Hash()), deadline: s.cfg.DefaultDeadline}
 	fitting, priced, err := s.fittingModels(req)
 	if err != nil {
 		return plan{}, err
@@ -336,11 +332,10 @@ func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
 // lookupParams is what lookup reads in its one round trip.
 type lookupParams struct {
 	owner string
-	// keys are the forms of the client's key (lookupKeys); hashes the
-	// request's hash keyed and plain: a task admitted before keys and
-	// hashes were keyed holds the latter.
-	keys   []string
-	hashes [][]byte
+	// key and hash are the client's key and the request's hash as stored
+	// (StoredKey, keyedHash).
+	key  string
+	hash []byte
 	// gateOf, when not "", is the provider key whose gate is read.
 	gateOf string
 	// room, when above zero, is a reservation whose room in the owner's
@@ -361,7 +356,7 @@ type found struct {
 
 // lookupOf is the lookup of p's key and request hash.
 func (s *Service) lookupOf(p plan) lookupParams {
-	return lookupParams{owner: p.sub.OwnerID, keys: s.lookupKeys(p.sentKey), hashes: [][]byte{p.hash, p.plainHash}}
+	return lookupParams{owner: p.sub.OwnerID, key: p.key, hash: p.hash}
 }
 
 // lookup reads, in one round trip, the owner's redaction policy and the
@@ -378,9 +373,8 @@ func (s *Service) lookup(ctx context.Context, p lookupParams) (found, error) {
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, p.owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&f.policy)
 	})
-	b.Queue(`SELECT `+clientViewColumns+`, request_hash = ANY($3) FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2)
-		ORDER BY created_at LIMIT 1`,
-		p.owner, p.keys, p.hashes).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+clientViewColumns+`, request_hash = $3 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2`,
+		p.owner, p.key, p.hash).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTaskInto(r, &f.sameRequest) })
 		if len(list) == 1 {
 			f.task = &list[0]

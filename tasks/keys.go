@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -38,26 +40,19 @@ func (s *Service) StoredKey(key string) string {
 
 // keyedHash is a request hash as tasks.request_hash holds it: HMAC-SHA256
 // of the plain hash under the digest key.
-func (s *Service) keyedHash(plain []byte) []byte { return keyHash(s.digestKey, plain) }
-
-// lookupKeys returns the forms under which a task may hold the client's
-// key: its keyed digest (StoredKey), and the key as sent for a task stored
-// before keys were digested. Create, its lookups and Exists share them, so
-// a retry finds the same task whichever way it asks. A key that begins
-// with "h:" is looked up only as its digest: stored keys are shown in API
-// answers, and one sent back as a key must not reach the task it names.
-func (s *Service) lookupKeys(sent string) []string {
-	if strings.HasPrefix(sent, redact.HashPrefix) {
-		return []string{s.StoredKey(sent)}
-	}
-	return []string{s.StoredKey(sent), sent}
+func (s *Service) keyedHash(plain []byte) []byte {
+	m := hmac.New(sha256.New, s.digestKey)
+	m.Write(plain)
+	return m.Sum(nil)
 }
 
-// Exists reports whether the owner has a task under the idempotency key,
-// in any of the forms Create finds it under (lookupKeys).
+// Exists reports whether the owner has a task under the idempotency key
+// (found by its stored form, StoredKey, as Create finds it). A stored key
+// shown in an API answer and sent back as a key is digested again, so it
+// never reaches the task it names.
 func (s *Service) Exists(ctx context.Context, owner, key string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = ANY($2))`, owner, s.lookupKeys(key)).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE owner_id = $1 AND idempotency_key = $2)`, owner, s.StoredKey(key)).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("tasks: exists: %w", err)
 	}

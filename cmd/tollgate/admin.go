@@ -13,8 +13,6 @@ import (
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/migrations"
-	"github.com/tollgate/tollgate/seal"
-	"github.com/tollgate/tollgate/tasks"
 )
 
 // migrateCmd: tollgate migrate up | down [N] | version.
@@ -219,39 +217,4 @@ func keysManage(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s…\t%s\t%s\n", k.ID, k.OwnerID, k.Role, k.Workload, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 	}
 	return tw.Flush()
-}
-
-// tasksCmd: tollgate tasks digest-keys [--batch N]. Rewrites the clear
-// idempotency keys and plain request hashes of tasks stored before they
-// were keyed (tasks.DigestPlainKeys), so the keys clients sent leave the
-// database. It needs the data key the servers use (TOLLGATE_DATA_KEY, or
-// the one kept in the database), since the digests are keyed by it.
-func tasksCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "digest-keys" {
-		return errors.New("usage: tollgate tasks digest-keys [--batch N]")
-	}
-	fs := flag.NewFlagSet("tasks digest-keys", flag.ContinueOnError)
-	batch := fs.Int("batch", 1000, "tasks rewritten per transaction (1-100000)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if *batch < 1 || *batch > 100_000 {
-		return errors.New("--batch must be from 1 to 100000")
-	}
-	pool, err := openDatabase(ctx, orDefault(getenv("DATABASE_URL"), defaultDatabaseURL), getenv("TOLLGATE_MIGRATE") != "off")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	key, _, err := seal.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
-	if err != nil {
-		return err
-	}
-	sealer, err := seal.New(key)
-	if err != nil {
-		return err
-	}
-	done, err := tasks.DigestPlainKeys(ctx, pool, sealer, *batch, nil)
-	fmt.Fprintf(stdout, "rewritten %d, skipped %d (a task of the owner holds the key's digest already)\n", done.Rewritten, done.Skipped)
-	return err
 }

@@ -45,7 +45,6 @@ const usage = `usage:
   tollgate keys revoke --id KEY_ID
   tollgate budget set --owner OWNER --total-micros N|unlimited [--period none|daily|monthly] [--workload W]
   tollgate budget verify
-  tollgate tasks digest-keys [--batch N]
   tollgate classify --provider openai|anthropic|cloudflare --status N [--header 'Name: value']... < body
   tollgate status
   tollgate fakeprovider
@@ -80,8 +79,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return keysCmd(ctx, args[1:], getenv, stdout)
 	case "budget":
 		return budgetCmd(ctx, args[1:], getenv, stdout)
-	case "tasks":
-		return tasksCmd(ctx, args[1:], getenv, stdout)
 	case "status":
 		return statusCmd(ctx, getenv, stdout)
 	case "classify":

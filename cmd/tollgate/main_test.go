@@ -215,9 +215,6 @@ func TestRunCommands(t *testing.T) {
 		// int64's maximum leaves no room for the arithmetic on it.
 		{name: "budget set total beyond the maximum", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "9223372036854775807"}, wantErr: "an integer from 0 to 1000000000000000000, or \"unlimited\""},
 		{name: "budget without subcommand", args: []string{"budget"}, wantErr: "usage: tollgate budget set"},
-		{name: "tasks without subcommand", args: []string{"tasks"}, wantErr: "usage: tollgate tasks digest-keys"},
-		{name: "tasks digest-keys bad batch", args: []string{"tasks", "digest-keys", "--batch", "0"}, wantErr: "--batch must be from 1"},
-		{name: "tasks digest-keys", args: []string{"tasks", "digest-keys"}, wantStdout: "rewritten 0, skipped 0 (a task of the owner holds the key's digest already)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,7 +285,7 @@ func TestBudgetSetUnlimited(t *testing.T) {
 func TestHelpDoesNothing(t *testing.T) {
 	t.Parallel()
 	commands := [][]string{{"serve"}, {"migrate", "up"}, {"keys", "create"}, {"keys", "list"}, {"keys", "revoke"},
-		{"budget", "set"}, {"budget", "verify"}, {"tasks", "digest-keys"}, {"classify"}, {"status"}, {"fakeprovider"}, {"version"}}
+		{"budget", "set"}, {"budget", "verify"}, {"classify"}, {"status"}, {"fakeprovider"}, {"version"}}
 	for _, cmd := range commands {
 		for _, flag := range []string{"--help", "-h"} {
 			args := append(append([]string(nil), cmd...), flag)
