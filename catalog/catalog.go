@@ -316,13 +316,8 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 	for i := range c.Models {
 		m := &c.Models[i]
 		where := fmt.Sprintf("catalog: models[%d] (%q)", i, m.Name)
-		if err := CheckModelName(m.Name); err != nil {
-			return fmt.Errorf("%s: name: %w", where, err)
-		}
-		if m.ProviderModel != "" {
-			if err := CheckModelName(m.ProviderModel); err != nil {
-				return fmt.Errorf("%s: provider_model %q: %w", where, m.ProviderModel, err)
-			}
+		if err := m.checkNames(); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
 		switch {
 		case names[m.Name] != nil:
@@ -587,6 +582,20 @@ func imageField(msgs []provider.Message) string {
 		}
 	}
 	return ""
+}
+
+// checkNames refuses a name or provider-side name CheckModelName refuses.
+func (m Model) checkNames() error {
+	if err := CheckModelName(m.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if m.ProviderModel == "" {
+		return nil // the name, checked
+	}
+	if err := CheckModelName(m.ProviderModel); err != nil {
+		return fmt.Errorf("provider_model %q: %w", m.ProviderModel, err)
+	}
+	return nil
 }
 
 // kind is m's kind, chat when unset.

@@ -74,7 +74,7 @@ func TestProviderNamesAreKeptOnlyAsPlainIdentifiers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				shown = []string{got.RawJSON(), string(got.Choices[0].FinishReason), got.SystemFingerprint}
+				shown = []string{got.RawJSON(), string(got.Choices[0].FinishReason)}
 			}
 			var id, row, stored string
 			if err := e.pool.QueryRow(t.Context(), `SELECT t.id::text, t.result::text, r.response::text FROM tasks t JOIN replay_records r ON r.task_id = t.id`).Scan(&id, &row, &stored); err != nil {
