@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,18 @@ func TestParsePrices(t *testing.T) {
 	for _, bad := range []string{"a", "a=1", "a=x:1", "a=-1:2", "=1:2", "a=1.5:2"} {
 		if _, err := budget.ParsePrices(bad); err == nil {
 			t.Errorf("ParsePrices(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+// TOLLGATE_PRICES may not price a model twice, also when the names differ
+// only by the space around them (it trims them).
+func TestParsePricesRefusesAModelTwice(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"a=1:2,a=3:4", "a=1:2, a =3:4", "b=1:1,a=1:2,b=1:1"} {
+		_, err := budget.ParsePrices(spec)
+		if err == nil || !strings.Contains(err.Error(), "is priced twice") {
+			t.Errorf("ParsePrices(%q) = %v, want a refusal naming the model priced twice", spec, err)
 		}
 	}
 }

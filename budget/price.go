@@ -60,8 +60,11 @@ func classPrice(own *int64, total int64) int64 {
 var DefaultPrice = Price{InputPerMTok: 10_000_000, OutputPerMTok: 30_000_000}
 
 // ParsePrices reads "model=in:out,model2=in:out" (micros per 1M tokens), the
-// form of the TOLLGATE_PRICES variable. It returns an error naming the bad
-// entry.
+// form of the TOLLGATE_PRICES variable, the space around each part trimmed.
+// It returns an error naming the bad entry, and one naming the model a
+// second entry prices again (" gpt-4o=1:2" and "gpt-4o=3:4" are one
+// model): a map would keep the last price and drop the other silently.
+// What a model's name may hold is catalog.CheckModelName's to say.
 func ParsePrices(s string) (map[string]Price, error) {
 	m := map[string]Price{}
 	for _, entry := range strings.Split(s, ",") {
@@ -79,7 +82,11 @@ func ParsePrices(s string) (map[string]Price, error) {
 		if err1 != nil || err2 != nil || pi < 0 || po < 0 || pi > MaxPricePerMTok || po > MaxPricePerMTok {
 			return nil, fmt.Errorf("budget: price %q: amounts must be integers from 0 to %d (micros per 1M tokens)", entry, MaxPricePerMTok)
 		}
-		m[strings.TrimSpace(model)] = Price{InputPerMTok: pi, OutputPerMTok: po}
+		model = strings.TrimSpace(model)
+		if _, twice := m[model]; twice {
+			return nil, fmt.Errorf("budget: price %q: model %q is priced twice; give each model one price", entry, model)
+		}
+		m[model] = Price{InputPerMTok: pi, OutputPerMTok: po}
 	}
 	return m, nil
 }

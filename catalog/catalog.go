@@ -268,6 +268,9 @@ func FromEnv(getenv func(string) string, prices map[string]budget.Price, deflt b
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		if err := CheckModelName(name); err != nil {
+			return nil, fmt.Errorf("TOLLGATE_PRICES: model %q: %w", name, err)
+		}
 		p := prices[name]
 		// Zero-config models are priced, not described: their provider
 		// decides what they can do.
@@ -313,9 +316,10 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 	for i := range c.Models {
 		m := &c.Models[i]
 		where := fmt.Sprintf("catalog: models[%d] (%q)", i, m.Name)
+		if err := m.checkNames(); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		switch {
-		case m.Name == "" || len(m.Name) > 200:
-			return fmt.Errorf("%s: name must be 1-200 characters", where)
 		case names[m.Name] != nil:
 			return fmt.Errorf("%s: duplicate name", where)
 		case !keys[m.Provider]:
@@ -354,6 +358,9 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 	}
 	if c.DefaultModel == "" {
 		return errors.New("catalog: default_model is required")
+	}
+	if err := CheckModelName(c.DefaultModel); err != nil {
+		return fmt.Errorf("catalog: default_model %q: %w", c.DefaultModel, err)
 	}
 	if names[c.DefaultModel] == nil && !c.PassThrough {
 		return fmt.Errorf("catalog: default_model %q is not a listed model", c.DefaultModel)
@@ -575,6 +582,20 @@ func imageField(msgs []provider.Message) string {
 		}
 	}
 	return ""
+}
+
+// checkNames refuses a name or provider-side name CheckModelName refuses.
+func (m Model) checkNames() error {
+	if err := CheckModelName(m.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if m.ProviderModel == "" {
+		return nil // the name, checked
+	}
+	if err := CheckModelName(m.ProviderModel); err != nil {
+		return fmt.Errorf("provider_model %q: %w", m.ProviderModel, err)
+	}
+	return nil
 }
 
 // kind is m's kind, chat when unset.

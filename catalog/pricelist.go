@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/budget"
 )
@@ -51,6 +53,11 @@ func LoadPriceList(path string) (*PriceList, error) {
 
 // ParsePriceList is LoadPriceList for bytes already read.
 func ParsePriceList(raw []byte) (*PriceList, error) {
+	if !utf8.Valid(raw) {
+		// encoding/json would read invalid bytes as U+FFFD, making two
+		// names one.
+		return nil, errors.New("price list: the file is not valid UTF-8")
+	}
 	var top map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -63,13 +70,22 @@ func ParsePriceList(raw []byte) (*PriceList, error) {
 	if top == nil {
 		return nil, errors.New("price list: want a JSON object keyed by model name, not null")
 	}
+	if path, key, found, err := duplicateKey(raw); err != nil || found {
+		if err != nil {
+			return nil, fmt.Errorf("price list: want a JSON object keyed by model name: %w", err)
+		}
+		return nil, duplicateError(path, key)
+	}
 	l := &PriceList{models: map[string]Listed{}}
-	for key, rawEntry := range top {
+	// In name order, so that a file with several faults names the same
+	// one each time.
+	for _, key := range slices.Sorted(maps.Keys(top)) {
+		rawEntry := top[key]
 		if key == listSpecKey {
 			continue
 		}
-		if key == "" || len(key) > 200 {
-			return nil, fmt.Errorf("price list: model %q: names must be 1-200 characters", key)
+		if err := CheckModelName(key); err != nil {
+			return nil, fmt.Errorf("price list: model %q: %w", key, err)
 		}
 		m, serves, err := parseListed(key, rawEntry)
 		if err != nil {
@@ -113,6 +129,9 @@ func parseListed(key string, raw json.RawMessage) (m Listed, serves bool, err er
 	dec.UseNumber()
 	if err := dec.Decode(&fields); err != nil || fields == nil {
 		return m, false, errors.New("want an object")
+	}
+	if err := checkSpelling(fields); err != nil {
+		return m, false, err
 	}
 	m.Key = key
 	costs := []struct {
@@ -228,3 +247,25 @@ func listTokens(v json.RawMessage) (int, error) {
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// listFields are the fields of an entry Tollgate reads.
+var listFields = []string{
+	"input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost", "cache_creation_input_token_cost",
+	"output_cost_per_reasoning_token", "max_input_tokens", "max_output_tokens", "max_tokens",
+	"supports_function_calling", "supports_vision", "supports_response_schema", "supports_reasoning",
+	"litellm_provider", "mode",
+}
+
+// checkSpelling refuses a field that is one Tollgate reads but for case or
+// surrounding space ("Input_Cost_Per_Token", "mode "): fields are matched
+// exactly, as LiteLLM does, so its value would be dropped silently.
+func checkSpelling(fields map[string]json.RawMessage) error {
+	for k := range fields {
+		for _, want := range listFields {
+			if k != want && strings.EqualFold(strings.TrimSpace(k), want) {
+				return fmt.Errorf("field %q: write it %q (fields are matched exactly; this one would be ignored)", k, want)
+			}
+		}
+	}
+	return nil
+}

@@ -326,8 +326,10 @@ func (s *Service) fail(ctx context.Context, r *Route, c Call, inputHash []byte, 
 	}
 	if r.OnFailure == "error" {
 		f := failureOf(guard, reason, taskID)
-		if t != nil && t.Status == tasks.StatusFailed && t.Error != nil {
-			// The task's own classified failure is the most precise code.
+		if t != nil && t.Error != nil && (t.Status == tasks.StatusFailed || t.Error.Code == tasks.CodeProviderRedirected) {
+			// The task's own classified failure is the most precise code;
+			// a task waiting behind a breaker a redirect opened says so,
+			// not that the account is out of quota.
 			f.Code, f.Retryable = t.Error.Code, t.Error.Retryable
 		}
 		return Answer{}, f

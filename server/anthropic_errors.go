@@ -32,7 +32,9 @@ type antKind struct {
 // Anthropic itself answers when an account cannot pay: the SDKs raise it
 // as an API error and never retry it, and its message gives the figures.
 // A provider account out of credit is the same kind of answer, said of
-// the provider. Tollgate's shedding and an unavailable model are 529
+// the provider; a provider that redirected is not (its account may be
+// fine), and is Tollgate's 500 api_error, not retried, its message saying
+// so. Tollgate's shedding and an unavailable model are 529
 // overloaded_error; a task that outlived the synchronous wait is 504
 // timeout_error; Tollgate's own failures and answers the Messages shape
 // cannot hold are 500 api_error.
@@ -46,6 +48,7 @@ var antKinds = map[string]antKind{
 	tasks.CodeModelIncompatible:           {http.StatusBadRequest, "invalid_request_error"},
 	tasks.CodeModelRateLimited:            {http.StatusTooManyRequests, "rate_limit_error"},
 	tasks.CodeModelQuotaExhausted:         {http.StatusPaymentRequired, "billing_error"},
+	tasks.CodeProviderRedirected:          {http.StatusInternalServerError, "api_error"},
 	tasks.CodeModelTemporarilyUnavailable: {529, "overloaded_error"},
 	tasks.CodeApplicationFailure:          {http.StatusInternalServerError, "api_error"},
 	tasks.CodeIncompatibleModelResponse:   {http.StatusInternalServerError, "api_error"},

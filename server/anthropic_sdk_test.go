@@ -514,6 +514,9 @@ func TestAnthropicSDKErrors(t *testing.T) {
 		{name: "provider account out of credit", model: "claude-model",
 			script: []fake.Scripted{{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}`}},
 			status: 402, typ: "billing_error", retry: []string{"false"}, calls: 1},
+		{name: "provider redirected", model: "claude-model",
+			script: []fake.Scripted{{Status: 301, Headers: map[string]string{"Location": "https://elsewhere.example/v1/messages"}}},
+			status: 500, typ: "api_error", text: "redirected the call, and it was refused", retry: []string{"false"}, calls: 1},
 		{name: "unknown model names the field", model: "no-such-model",
 			status: 400, typ: "invalid_request_error", text: "model: is not a model this service offers", retry: []string{"false"}},
 	}

@@ -3,6 +3,8 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,6 +312,50 @@ func TestDeadlineFailsAWaitingTaskAndReleasesItsReservation(t *testing.T) {
 		t.Errorf("provider calls = %d, want 1", n)
 	}
 	e.checkInvariants()
+}
+
+// A provider's redirect is refused and opens the key's breaker as an
+// exhausted account does, but the task says the provider redirected, not
+// that its quota is gone: while it waits, and when its deadline fails it.
+func TestProviderRedirectIsNotQuotaExhausted(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{301, 302, 303, 307, 308} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{probeEvery: time.Hour, maxSnooze: 20 * time.Millisecond})
+			key := e.owner("acme", accounts.RoleClient, 1_000_000)
+			e.fake.Script(fake.Scripted{Status: status, Headers: map[string]string{"Location": "https://elsewhere.example/v1/chat/completions"},
+				Body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`})
+			body := []byte(`{"model":"test-model","messages":[{"role":"user","content":"abcdefgh"}],"max_tokens":100,"deadline_s":2}`)
+			id := e.submit(key, "k", body)
+			e.waitFor("breaker open", func() bool {
+				return e.scalar(`SELECT count(*) FROM provider_keys WHERE key = 'default' AND state = 'open' AND reason_code = 'redirect_refused'`) == 1
+			})
+			e.waitFor("the task waiting on the breaker", func() bool {
+				return e.scalar(`SELECT count(*) FROM tasks WHERE status = 'queued' AND error->>'code' = 'provider_redirected'`) == 1
+			})
+			waiting := e.do(http.MethodGet, "/v1/tasks/"+id, key, nil, nil).task(t)
+			checkRedirected(t, "waiting", waiting.Error, "Waiting: ")
+			task := e.waitFinished(key, id)
+			if task.Status != tasks.StatusFailed {
+				t.Fatalf("task = %s %+v, want failed at its deadline", task.Status, task.Error)
+			}
+			checkRedirected(t, "failed", task.Error, "")
+			if n := e.fake.CallCount(); n != 1 {
+				t.Errorf("provider calls = %d, want 1", n)
+			}
+			e.checkInvariants()
+		})
+	}
+}
+
+// checkRedirected checks a task's error says the provider redirected.
+func checkRedirected(t *testing.T, when string, f *tasks.Failure, prefix string) {
+	t.Helper()
+	if f == nil || f.Code != tasks.CodeProviderRedirected || f.Class != "exhausted" || f.Retryable ||
+		!strings.HasPrefix(f.Message, prefix+"The model provider redirected the call, and it was refused") || strings.Contains(f.Message, "quota") {
+		t.Errorf("%s: error = %+v, want provider_redirected (class exhausted, not retryable) saying the provider redirected, nothing of quota", when, f)
+	}
 }
 
 // When a model's attempts are used up, the task moves to the next model of

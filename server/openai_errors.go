@@ -104,7 +104,8 @@ func clientMayRetry(d tasks.FailureDetail, tries int) bool {
 // the detail the OpenAI surface adds) to the answer an OpenAI SDK
 // understands: a rejection is OpenAI's 400 naming the field, a throttled
 // key its 429 with the provider's wait, an empty account its 429
-// insufficient_quota that no retry fixes. Transient failures have used
+// insufficient_quota that no retry fixes, a provider's redirect a 502
+// server_error that says so. Transient failures have used
 // Tollgate's own attempts (and fallbacks) already, so the SDK is told not
 // to add its retries to them; tries is the client's earlier tries of this
 // call (see clientMayRetry).
@@ -128,6 +129,10 @@ func oaiFailure(f tasks.Failure, d tasks.FailureDetail, tries int) oaiAnswer {
 		a.retry, a.retryAfter = clientMayRetry(d, tries), max(d.Wait, time.Second)
 	case tasks.CodeModelQuotaExhausted:
 		a.status, a.typ, a.code = http.StatusTooManyRequests, "insufficient_quota", provider.CodeInsufficientQuota
+	case tasks.CodeProviderRedirected:
+		// The upstream answered what a gateway may not pass on: OpenAI's
+		// server_error under 502, which no retry of the SDK's fixes.
+		a.status, a.typ = http.StatusBadGateway, "server_error"
 	case tasks.CodeModelTemporarilyUnavailable:
 		// Once Tollgate's own attempts are spent, the client's must not
 		// multiply them; a task that ended with attempts left (a stream)

@@ -81,6 +81,7 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 		// (tasks.Config.RetryMax); 0 is a minute.
 		pauseCap time.Duration
 		opts     []option.RequestOption
+		text     string // in the message, when set
 	}{
 		{name: "budget exceeded", budget: 1,
 			status: http.StatusPaymentRequired, typ: "insufficient_quota", code: "budget_exceeded", retry: []string{"false"}},
@@ -131,6 +132,16 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 		{name: "daily allocation used up, Workers AI", model: "cf-model",
 			script: []fake.Scripted{{Status: 429, Body: `{"success":false,"errors":[{"code":3036,"message":"You have used up your daily free allocation of 10,000 neurons."}]}`}},
 			status: http.StatusTooManyRequests, typ: "insufficient_quota", code: "insufficient_quota", retry: []string{"false"}, calls: 1},
+		// A redirect is refused and opens the key's breaker, but the
+		// account is not out of quota: the answer says what happened.
+		{name: "provider redirected",
+			script: []fake.Scripted{{Status: 302, Headers: map[string]string{"Location": "https://elsewhere.example/v1/chat/completions"}}},
+			status: http.StatusBadGateway, typ: "server_error", code: "provider_redirected", retry: []string{"false"}, calls: 1,
+			text: "redirected the call, and it was refused"},
+		{name: "provider redirected, Anthropic", model: "backup-model",
+			script: []fake.Scripted{{Status: 308, Headers: map[string]string{"Location": "https://elsewhere.example/v1/messages"}}},
+			status: http.StatusBadGateway, typ: "server_error", code: "provider_redirected", retry: []string{"false"}, calls: 1,
+			text: "redirected the call, and it was refused"},
 		{name: "transient after Tollgate's attempts",
 			script: repeat(fake.Scripted{Status: 500, Body: `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`}, 3*maxAttempts),
 			status: http.StatusServiceUnavailable, typ: "server_error", code: "model_temporarily_unavailable", retry: []string{"false"}, calls: maxAttempts},
@@ -169,6 +180,9 @@ func TestOpenAISDKErrorsAsOpenAIAnswers(t *testing.T) {
 			if apiErr.StatusCode != c.status || apiErr.Type != c.typ || apiErr.Code != c.code || apiErr.Param != c.param {
 				t.Errorf("error = %d type %q code %q param %q, want %d %q %q %q",
 					apiErr.StatusCode, apiErr.Type, apiErr.Code, apiErr.Param, c.status, c.typ, c.code, c.param)
+			}
+			if !strings.Contains(apiErr.Message, c.text) || c.text != "" && strings.Contains(apiErr.Message, "quota") {
+				t.Errorf("message %q, want one saying %q and nothing of quota", apiErr.Message, c.text)
 			}
 			for _, secret := range []string{"secret", "sk-live", "org-", "req_011", "neurons"} {
 				if strings.Contains(apiErr.Message, secret) || strings.Contains(apiErr.Param, secret) {

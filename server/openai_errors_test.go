@@ -62,6 +62,8 @@ func TestOAIFailureTable(t *testing.T) {
 			429, "requests", "rate_limit_exceeded", "", false, 20 * time.Second},
 		{"quota exhausted", tasks.Failure{Code: tasks.CodeModelQuotaExhausted}, with(stream, "insufficient_quota", "", 0), 0,
 			429, "insufficient_quota", "insufficient_quota", "", false, 0},
+		{"provider redirected", tasks.Failure{Code: tasks.CodeProviderRedirected}, with(stream, "redirect_refused", "", 0), 0,
+			502, "server_error", "provider_redirected", "", false, 0},
 		{"transient after Tollgate's attempts", tasks.Failure{Code: tasks.CodeModelTemporarilyUnavailable}, with(spent, "server_error", "", 0), 0,
 			503, "server_error", "model_temporarily_unavailable", "", false, 0},
 		{"transient with attempts left (a stream)", tasks.Failure{Code: tasks.CodeModelTemporarilyUnavailable}, with(stream, "server_error", "", 0), 0,

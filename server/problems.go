@@ -81,6 +81,7 @@ var titles = map[string]string{
 	"model_incompatible":            "The model provider rejected the request",
 	"incompatible_model_response":   "The model's answer did not fit the route's output contract",
 	"model_quota_exhausted":         "The provider account is out of quota",
+	tasks.CodeProviderRedirected:    "The model provider redirected the call, and it was refused",
 	"model_rate_limited":            "The provider is rate-limiting this key",
 	"model_temporarily_unavailable": "The model is temporarily unavailable",
 	"possibly_executed":             "The call may have run but no answer arrived",

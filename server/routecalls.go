@@ -132,6 +132,7 @@ var routeStatus = map[string]int{
 	tasks.CodeIncompatibleModelResponse:   http.StatusBadGateway,
 	tasks.CodePossiblyExecuted:            http.StatusBadGateway,
 	tasks.CodeModelQuotaExhausted:         http.StatusServiceUnavailable,
+	tasks.CodeProviderRedirected:          http.StatusBadGateway,
 	tasks.CodeModelRateLimited:            http.StatusServiceUnavailable,
 	tasks.CodeModelTemporarilyUnavailable: http.StatusServiceUnavailable,
 	tasks.CodeApplicationFailure:          http.StatusInternalServerError,

@@ -78,6 +78,7 @@ func TestDraftReplyRouteErrorsAreStableCodes(t *testing.T) {
 		{"input of the wrong type", map[string]any{"message": 42}, nil, nil, 400, "invalid_request", 0},
 		{"unknown input field", map[string]any{"message": "hi", "extra": true}, nil, nil, 400, "invalid_request", 0},
 		{"provider quota", map[string]any{"message": "hi"}, []fake.Scripted{{Status: 429, Body: quota}}, nil, 503, "model_quota_exhausted", 1},
+		{"provider redirected", map[string]any{"message": "hi"}, []fake.Scripted{{Status: 302, Headers: map[string]string{"Location": "https://elsewhere.example/"}, Body: quota}}, nil, 502, "provider_redirected", 1},
 		{"provider rate limit", map[string]any{"message": "hi"}, []fake.Scripted{{Status: 429, Headers: map[string]string{"Retry-After": "30"}, Body: limited}}, nil, 503, "model_rate_limited", 1},
 		{"transient: one retry at most", map[string]any{"message": "hi"}, []fake.Scripted{{Status: 500, Body: boom}, {Status: 500, Body: boom}, {Status: 500, Body: boom}}, nil, 503, "model_temporarily_unavailable", 2},
 		{"answer too long", map[string]any{"message": "hi"}, []fake.Scripted{openaiAnswer(strings.Repeat("word ", 300))}, nil, 502, "incompatible_model_response", 1},

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/gate"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/redact"
 	"github.com/tollgate/tollgate/webhooks"
 )
 
@@ -225,6 +226,9 @@ func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, 
 		// The answer is stored sealed, for the owner to poll; the result
 		// row itself holds no text.
 		out := resultOf(resp, m.Name, u, cost)
+		// The provider's names are stored and shown as plain
+		// identifiers only; other text follows the owner's policy.
+		s.privacyFor(redact.Policy(t.policy)).identifiers(&out)
 		out.seal(s.cfg.Sealer, t.ID)
 		queueFinish(batch, t.ID, StatusSucceeded, &out, nil, res.finished)
 	}

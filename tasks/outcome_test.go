@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +195,35 @@ func TestDecideStart(t *testing.T) {
 				t.Errorf("mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The exhausted class opens the key's breaker whatever its cause, but the
+// task's public failure names the cause: a redirect is not a quota, on
+// the failure itself, behind the gate it opened, and at a deadline.
+func TestFailureForNamesTheExhaustedCause(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, code, why string
+		want            string
+		retryable       bool
+	}{
+		{"an empty account", provider.CodeInsufficientQuota, "", CodeModelQuotaExhausted, true},
+		{"a refused key", provider.CodeUnauthorized, "", CodeModelQuotaExhausted, true},
+		{"a redirect", provider.CodeRedirectRefused, "", CodeProviderRedirected, false},
+		{"a redirect, at the deadline", provider.CodeRedirectRefused, "deadline", CodeProviderRedirected, false},
+	}
+	for _, c := range cases {
+		f := failureFor(provider.ClassExhausted, c.code, c.why)
+		if f.Code != c.want || f.Class != "exhausted" || f.Retryable != c.retryable {
+			t.Errorf("%s: failure = %+v, want code %s, class exhausted, retryable %v", c.name, f, c.want, c.retryable)
+		}
+		if c.want == CodeProviderRedirected && (!strings.Contains(f.Message, "redirected the call, and it was refused") || strings.Contains(f.Message, "quota")) {
+			t.Errorf("%s: message %q, want it to say the provider redirected, nothing of quota", c.name, f.Message)
+		}
+	}
+	d := decide(lockedTask{run: runQueued, maxAttempts: 3}, &provider.Error{Class: provider.ClassExhausted, Code: provider.CodeRedirectRefused, Status: 302}, outcomeLimits{})
+	if d.next != stepWait || d.gate.move != gateOpen || d.failure.Code != CodeProviderRedirected || !strings.HasPrefix(d.failure.Message, "Waiting: ") {
+		t.Errorf("decide after a redirect = %+v, want a wait behind the opened breaker, saying provider_redirected", d)
 	}
 }

@@ -20,16 +20,44 @@ import (
 // request first and then response, through one redaction session, so a
 // value appearing in both gets the same placeholder.
 type privacy struct {
-	policy  redact.Policy
-	session *redact.Session
-	key     []byte
+	policy   redact.Policy
+	session  *redact.Session
+	redactor *redact.Redactor
+	key      []byte
 	// images are the images the last request() met, described for the
 	// replay record.
 	images []replay.Image
 }
 
 func (s *Service) privacyFor(policy redact.Policy) *privacy {
-	return &privacy{policy: policy, session: s.cfg.Redactor.RecordPolicy(policy), key: s.digestKey}
+	return &privacy{policy: policy, session: s.cfg.Redactor.RecordPolicy(policy), redactor: s.cfg.Redactor, key: s.digestKey}
+}
+
+// identifier is a name the provider chose (the answer's model, a finish
+// or stop reason, a system fingerprint) as it may be stored and shown: as
+// is when it is a plain identifier (redact.PlainIdentifier) in which the
+// credential rules find nothing, so a replay stays readable; anything
+// else is the provider's text, and goes through the policy as client text
+// does. One rule for every such field, wherever it is kept.
+func (p *privacy) identifier(in string) string {
+	if in == "" {
+		return ""
+	}
+	if redact.PlainIdentifier(in) && p.redactor.RecordPolicy(redact.PolicyRedact).Text(in) == in {
+		return in
+	}
+	return p.text(in)
+}
+
+// identifiers applies identifier to the provider-named fields of a
+// result: its finish reason and system fingerprint, and every choice's
+// finish and stop reasons.
+func (p *privacy) identifiers(r *Result) {
+	r.FinishReason, r.SystemFingerprint, r.StopReason = p.identifier(r.FinishReason), p.identifier(r.SystemFingerprint), p.identifier(r.StopReason)
+	for i := range r.Choices {
+		c := &r.Choices[i]
+		c.FinishReason, c.StopReason = p.identifier(c.FinishReason), p.identifier(c.StopReason)
+	}
 }
 
 // text is one text as it may be stored. Under hash-only the text still
@@ -211,11 +239,11 @@ func (p *privacy) json(raw json.RawMessage) json.RawMessage {
 // answer is a provider's answer as the replay record may hold it, every
 // text through the policy.
 func (p *privacy) answer(resp *provider.Response) *replay.Response {
-	out := &replay.Response{FinishReason: resp.FinishReason(), Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
+	out := &replay.Response{FinishReason: p.identifier(resp.FinishReason()), Model: p.identifier(resp.Model), SystemFingerprint: p.identifier(resp.SystemFingerprint)}
 	choices := make([]replay.Choice, len(resp.Choices))
 	for i, c := range resp.Choices {
 		choices[i] = replay.Choice{Index: c.Index, Content: p.text(c.Message.Content.String()), Refusal: p.text(c.Message.Refusal),
-			FinishReason: c.FinishReason}
+			FinishReason: p.identifier(c.FinishReason)}
 		for _, tc := range p.toolCalls(c.Message.ToolCalls) {
 			choices[i].ToolCalls = append(choices[i].ToolCalls, replay.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}

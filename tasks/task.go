@@ -310,9 +310,14 @@ type Task struct {
 // Public failure codes: one per reaction, stable, documented in
 // openapi.yaml. The message is ours, never the provider's.
 const (
-	CodeModelIncompatible           = "model_incompatible"
-	CodeIncompatibleModelResponse   = "incompatible_model_response"
-	CodeModelQuotaExhausted         = "model_quota_exhausted"
+	CodeModelIncompatible         = "model_incompatible"
+	CodeIncompatibleModelResponse = "incompatible_model_response"
+	CodeModelQuotaExhausted       = "model_quota_exhausted"
+	// CodeProviderRedirected: the provider answered 3xx and the call was
+	// refused (provider calls never follow a redirect). Its class is
+	// exhausted, as the key's breaker treats it, but the account is not
+	// out of credit: its base URL needs fixing, so it has its own code.
+	CodeProviderRedirected          = "provider_redirected"
 	CodeModelRateLimited            = "model_rate_limited"
 	CodeModelTemporarilyUnavailable = "model_temporarily_unavailable"
 	CodePossiblyExecuted            = "possibly_executed"
@@ -335,6 +340,10 @@ func failureFor(class provider.Class, providerCode, why string) Failure {
 		f = Failure{Code: CodeModelIncompatible, Class: string(class), Message: "The model or the provider's moderation declined to answer.", Moderated: true}
 	case class == provider.ClassRejected:
 		f = Failure{Code: CodeModelIncompatible, Class: string(class), Retryable: false, Message: "The model provider rejected this request (for example: too long for the model's context, or an unsupported parameter); repeating it unchanged will fail again."}
+	case providerCode == provider.CodeRedirectRefused:
+		// Not retryable: no retry of the client's passes until an
+		// operator fixes the provider's base URL.
+		f = Failure{Code: CodeProviderRedirected, Class: string(class), Retryable: false, Message: "The model provider redirected the call, and it was refused (provider calls never follow a redirect); the provider key needs its base URL fixed, and the task waited for it."}
 	case class == provider.ClassExhausted:
 		f = Failure{Code: CodeModelQuotaExhausted, Class: string(class), Retryable: true, Message: "The provider account's quota or credit is exhausted; the task waited for it to recover."}
 	case class == provider.ClassThrottled:

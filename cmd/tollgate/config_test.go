@@ -55,6 +55,14 @@ func TestPriceListSettings(t *testing.T) {
 	if err := os.WriteFile(inexact, []byte(`{"gpt-4o-mini": {"input_cost_per_token": 1.23456789e-13}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	twice := filepath.Join(dir, "twice.json")
+	if err := os.WriteFile(twice, []byte(`{"gpt-4o-mini": {"input_cost_per_token": 1.5e-07}, "gpt-4o-mini": {"input_cost_per_token": 1e-06}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	formula := filepath.Join(dir, "formula.json")
+	if err := os.WriteFile(formula, []byte(`{"gpt-4o-mini": {"input_cost_per_token": 1.5e-07}, "=cmd|' /C calc'!A0": {"input_cost_per_token": 1e-06}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	const shipped = "../../deploy/prices/model_prices.json"
 	cases := []struct {
 		name        string
@@ -71,6 +79,10 @@ func TestPriceListSettings(t *testing.T) {
 		{"bad switch", map[string]string{"TOLLGATE_PASS_THROUGH": "yes"}, "TOLLGATE_PASS_THROUGH must be on or off", "", false},
 		{"missing file", map[string]string{"TOLLGATE_PRICES_FILE": filepath.Join(dir, "none.json")}, "TOLLGATE_PRICES_FILE", "", false},
 		{"inexact cost", map[string]string{"TOLLGATE_PRICES_FILE": inexact}, `TOLLGATE_PRICES_FILE: price list: model "gpt-4o-mini": input_cost_per_token`, "", false},
+		{"a model listed twice", map[string]string{"TOLLGATE_PRICES_FILE": twice}, `TOLLGATE_PRICES_FILE: price list: model "gpt-4o-mini" is listed twice`, "", false},
+		{"a formula for a name", map[string]string{"TOLLGATE_PRICES_FILE": formula}, `TOLLGATE_PRICES_FILE: price list: model "=cmd|' /C calc'!A0": names may not start with '='`, "", false},
+		{"a model priced twice", map[string]string{"TOLLGATE_PRICES": "m=1:2,m =3:4"}, `TOLLGATE_PRICES: budget: price "m =3:4": model "m" is priced twice`, "", false},
+		{"a control character in TOLLGATE_PRICES", map[string]string{"TOLLGATE_PRICES": "m\x1b[2J=1:2"}, `TOLLGATE_PRICES: model "m\x1b[2J": names may not hold control`, "", false},
 		{"default model not listed", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "MODEL_NAME": "private-model"}, `"private-model"`, "", false},
 		{"default model not listed, switch on", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "MODEL_NAME": "private-model", "TOLLGATE_PASS_THROUGH": "on"}, "", shipped, true},
 	}

@@ -73,6 +73,7 @@ type reply struct {
 	redacted   string // a redacted_thinking block's data, "" for none
 	sequence   string // the stop sequence that ended the answer
 	finish     string // OpenAI's terms: stop, length, tool_calls, content_filter
+	model      string // the answer's model, "" for the request's
 	prompt     int    // uncached input tokens
 	cached     int
 	cacheWrite int
@@ -167,6 +168,7 @@ func plan(a ask, sc Scripted, idPrefix string) reply {
 	if sc.FinishReason != "" {
 		rp.finish = sc.FinishReason
 	}
+	rp.model = sc.Model
 	return rp
 }
 

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -378,7 +379,7 @@ func bytesOf(s string) []int {
 // completionOf writes rp as a chat completion, n identical choices.
 func completionOf(model string, created int64, rp reply) completion {
 	c := completion{
-		ID: "chatcmpl-fake-" + rp.digest[:24], Object: "chat.completion", Created: created, Model: model,
+		ID: "chatcmpl-fake-" + rp.digest[:24], Object: "chat.completion", Created: created, Model: cmp.Or(rp.model, model),
 		Usage: usageOf(rp), SystemFingerprint: rp.sc.SystemFingerprint,
 	}
 	for i := range rp.n {

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -419,7 +420,7 @@ func blocksOf(rp reply) []anthropicBlock {
 // part of output_tokens (Anthropic does not report them apart).
 func messageOf(model string, rp reply) anthropicMessage {
 	m := anthropicMessage{
-		ID: "msg_fake_" + rp.digest[:24], Type: "message", Role: "assistant", Model: model,
+		ID: "msg_fake_" + rp.digest[:24], Type: "message", Role: "assistant", Model: cmp.Or(rp.model, model),
 		Content: blocksOf(rp), StopReason: stopReason(rp),
 		Usage: anthropicUsage{InputTokens: rp.prompt, OutputTokens: rp.out,
 			CacheCreationInputTokens: rp.cacheWrite, CacheReadInputTokens: rp.cached},

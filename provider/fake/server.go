@@ -61,6 +61,10 @@ type Scripted struct {
 	// Logprobs adds logprobs to every choice even when the request did
 	// not ask for them (OpenAI format only).
 	Logprobs bool `json:"logprobs,omitempty"`
+	// Model replaces the model the answer names (the request's model
+	// otherwise), on the OpenAI and Anthropic endpoints: an upstream that
+	// answers as another model, or puts text where a name belongs.
+	Model string `json:"model,omitempty"`
 	// SystemFingerprint is reported as system_fingerprint (OpenAI format).
 	SystemFingerprint string `json:"system_fingerprint,omitempty"`
 	// Thinking starts the answer with a thinking block of this text, with
@@ -86,7 +90,7 @@ func (sc Scripted) shapes(stream bool) bool {
 		return true // a success without a body is the endpoint's own answer
 	}
 	return sc.Tool != "" || sc.ToolCalls > 0 || sc.Text || sc.Content != "" || sc.Refusal != "" ||
-		sc.FinishReason != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
+		sc.FinishReason != "" || sc.Model != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
 		sc.Logprobs || sc.SystemFingerprint != "" || sc.Thinking != "" || sc.Signature != "" ||
 		sc.RedactedThinking != "" || sc.StopSequence != "" ||
 		(stream && (sc.StreamCutAfter > 0 || sc.ChunkDelayMS > 0))
