@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -20,45 +18,29 @@ import (
 // thinking block ends with its signature, a tool call's first fragment
 // opens its tool_use block.
 type antStream struct {
-	c       echo.Context
-	task    tasks.Task
-	started bool
-	gone    bool
-	next    int    // the index of the next block
-	open    string // the open block's type, "" for none
-	signed  bool   // the open thinking block has its signature
-	tools   map[int]int
+	eventStream
+	task      tasks.Task
+	announced bool   // message_start was sent
+	next      int    // the index of the next block
+	open      string // the open block's type, "" for none
+	signed    bool   // the open thinking block has its signature
+	tools     map[int]int
 }
 
 func newAntStream(c echo.Context, t tasks.Task) *antStream {
-	return &antStream{c: c, task: t, tools: map[int]int{}}
+	return &antStream{eventStream: eventStream{c: c}, task: t, tools: map[int]int{}}
 }
 
 // send writes one event; it reports false once the client is gone.
-func (s *antStream) send(event string, v any) bool {
-	if s.gone {
-		return false
-	}
-	b, _ := json.Marshal(v)
-	if _, err := fmt.Fprintf(s.c.Response(), "event: %s\ndata: %s\n\n", event, b); err != nil || s.c.Request().Context().Err() != nil {
-		s.gone = true
-		return false
-	}
-	s.c.Response().Flush()
-	return true
-}
+func (s *antStream) send(event string, v any) bool { return s.event(event, v) }
 
 // start opens the stream: the status, then message_start (its usage is
 // the whole answer's, sent with message_delta once known) and a ping.
 func (s *antStream) start() {
-	if s.started {
+	if s.announced {
 		return
 	}
-	s.started = true
-	h := s.c.Response().Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	s.c.Response().WriteHeader(http.StatusOK)
+	s.announced = true
 	s.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": antMessageID(s.task.ID), "type": "message", "role": "assistant", "model": s.task.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": antUsage{}}})

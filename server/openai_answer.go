@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -139,29 +138,15 @@ func choiceIndex(i int, c tasks.Choice) int {
 
 // sse writes OpenAI chat.completion.chunk events.
 type sse struct {
-	c       echo.Context
-	started bool
-	gone    bool
+	eventStream
 	// opened are the choices whose first chunk (the role) was sent.
 	opened map[int]bool
 }
 
-func newSSE(c echo.Context) *sse { return &sse{c: c, opened: map[int]bool{}} }
+func newSSE(c echo.Context) *sse { return &sse{eventStream: eventStream{c: c}, opened: map[int]bool{}} }
 
-func (s *sse) start(t tasks.Task) {
-	if s.started {
-		return
-	}
-	s.started = true
-	h := s.c.Response().Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	s.c.Response().WriteHeader(http.StatusOK)
-}
-
-// open sends a choice's first chunk, its role, once.
-func (s *sse) open(t tasks.Task, choice int) {
-	s.start(t)
+// openChoice sends a choice's first chunk, its role, once.
+func (s *sse) openChoice(t tasks.Task, choice int) {
 	if s.opened[choice] {
 		return
 	}
@@ -185,19 +170,8 @@ func (s *sse) chunk(t tasks.Task, choice int, delta map[string]any, finish *stri
 	return out
 }
 
-// send writes one event; it reports false once the client is gone.
-func (s *sse) send(v any) bool {
-	if s.gone {
-		return false
-	}
-	b, _ := json.Marshal(v)
-	if _, err := fmt.Fprintf(s.c.Response(), "data: %s\n\n", b); err != nil || s.c.Request().Context().Err() != nil {
-		s.gone = true
-		return false
-	}
-	s.c.Response().Flush()
-	return true
-}
+// send writes one chunk; it reports false once the client is gone.
+func (s *sse) send(v any) bool { return s.event("", v) }
 
 // delta relays one piece of the answer in OpenAI's chunk format: text,
 // refusal, or a tool call's fragment (its first fragment carries id, type
@@ -207,7 +181,7 @@ func (s *sse) delta(t tasks.Task, d provider.Delta) bool {
 		// Thinking: chat completions have no place for it.
 		return !s.gone
 	}
-	s.open(t, d.Choice)
+	s.openChoice(t, d.Choice)
 	delta := map[string]any{}
 	if d.Content != "" {
 		delta["content"] = d.Content
@@ -235,7 +209,7 @@ func (s *sse) delta(t tasks.Task, d provider.Delta) bool {
 func (s *sse) replay(t tasks.Task) {
 	for i, c := range answerChoices(t.Result) {
 		idx := choiceIndex(i, c)
-		s.open(t, idx)
+		s.openChoice(t, idx)
 		if text := c.Message.Content.String(); text != "" {
 			s.delta(t, provider.Delta{Choice: idx, Content: text})
 		}
@@ -251,7 +225,7 @@ func (s *sse) replay(t tasks.Task) {
 // finish ends the stream: each choice's finish reason, then the usage
 // when asked for.
 func (s *sse) finish(t tasks.Task, withUsage bool) error {
-	s.start(t)
+	s.begin()
 	var choices []tasks.Choice
 	if t.Result != nil {
 		choices = answerChoices(t.Result)
@@ -260,7 +234,7 @@ func (s *sse) finish(t tasks.Task, withUsage bool) error {
 	}
 	for i, c := range choices {
 		idx := choiceIndex(i, c)
-		s.open(t, idx)
+		s.openChoice(t, idx)
 		finish := finishOut(c.FinishReason, c.Message)
 		s.send(s.chunk(t, idx, nil, &finish, nil))
 	}
@@ -268,10 +242,7 @@ func (s *sse) finish(t tasks.Task, withUsage bool) error {
 		usage := usageOut(t.Result.Usage)
 		s.send(s.chunk(t, 0, nil, nil, &usage))
 	}
-	if !s.gone {
-		fmt.Fprint(s.c.Response(), "data: [DONE]\n\n")
-		s.c.Response().Flush()
-	}
+	s.raw("data: [DONE]\n\n")
 	return nil
 }
 

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -22,27 +20,13 @@ import (
 
 // respStream writes Responses events, numbered from 0.
 type respStream struct {
-	c       echo.Context
-	seq     int
-	after   int // events numbered up to this are skipped (a resumed stream); -1 skips none
-	started bool
-	gone    bool
+	eventStream
+	seq   int
+	after int // events numbered up to this are skipped (a resumed stream); -1 skips none
 }
 
 func newRespStream(c echo.Context, after int) *respStream {
-	return &respStream{c: c, after: after}
-}
-
-func (s *respStream) start() {
-	if s.started {
-		return
-	}
-	s.started = true
-	h := s.c.Response().Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	s.c.Response().WriteHeader(http.StatusOK)
-	s.c.Response().Flush()
+	return &respStream{eventStream: eventStream{c: c}, after: after}
 }
 
 // emit numbers and writes one event; it reports false once the client is
@@ -56,15 +40,8 @@ func (s *respStream) emit(typ string, fields map[string]any) bool {
 	if n <= s.after {
 		return true
 	}
-	s.start()
 	fields["type"], fields["sequence_number"] = typ, n
-	b, _ := json.Marshal(fields)
-	if _, err := fmt.Fprintf(s.c.Response(), "event: %s\ndata: %s\n\n", typ, b); err != nil || s.c.Request().Context().Err() != nil {
-		s.gone = true
-		return false
-	}
-	s.c.Response().Flush()
-	return true
+	return s.event(typ, fields)
 }
 
 // opening sends response.created (queued for a background response,
@@ -175,7 +152,7 @@ func (s *respStream) item(i int, item any) {
 // the client stays), its output. render turns the task into its response.
 func streamStored(c echo.Context, d *Deps, t tasks.Task, after int, render func(tasks.Task) respObject) error {
 	s := newRespStream(c, after)
-	s.start() // a resumed stream may have no event to send for a while, or at all
+	s.begin() // a resumed stream may have no event to send for a while, or at all
 	s.opening(render(t))
 	ctx := c.Request().Context()
 	for !t.Status.Final() {
