@@ -52,7 +52,10 @@ func putWebhook(d *Deps) echo.HandlerFunc {
 		if in.URL == nil {
 			return badRequest("url is required.", tasks.FieldError{Field: "url", Message: "required"})
 		}
-		e, created, err := d.Webhooks.Put(c.Request().Context(), owner, *in.URL, in.Events)
+		// An admin key may point a webhook at private addresses; an
+		// owner's own key only at those the operator allows.
+		e, created, err := d.Webhooks.Put(c.Request().Context(), webhooks.PutParams{Owner: owner, URL: *in.URL, Events: in.Events,
+			PrivateAllowed: principalOf(c).Role == accounts.RoleAdmin})
 		if err != nil {
 			return err
 		}
