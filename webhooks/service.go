@@ -33,9 +33,10 @@ type Metrics interface {
 // are required.
 type Config struct {
 	Sealer Sealer
-	// Render returns the task as GET /v1/tasks/{id} shows it to its owner,
-	// redacted as the owner's policy says; an error wrapping NotFound
-	// when the task is gone.
+	// Render returns the task's JSON as an event may carry it: as GET
+	// /v1/tasks/{id} shows it to its owner, its model output under the
+	// owner's privacy policy (tasks.Service.EventView); an error wrapping
+	// NotFound when the task is gone.
 	Render func(ctx context.Context, owner, taskID string) (json.RawMessage, error)
 	// NotFound is the error Render wraps for a task that no longer exists.
 	NotFound error
