@@ -20,11 +20,11 @@ func TestEventViewDecidesEveryField(t *testing.T) {
 	known := map[reflect.Type][]string{
 		reflect.TypeFor[Result](): {"Output", "Message", "Choices", "Logprobs", "Model", "SystemFingerprint", "FinishReason",
 			"StopReason", "StopSequence", "Usage", "CostMicros", "Embedding", "sealedOutput", "sealedAnswer"},
-		reflect.TypeFor[Choice](): {"Index", "Message", "FinishReason", "Logprobs", "StopReason", "StopSequence"},
-		reflect.TypeFor[provider.Message](): {"Role", "Content", "Name", "ToolCalls", "ToolCallID", "Refusal", "IsError", "CacheControl"},
-		reflect.TypeFor[provider.Part](): {"Type", "Text", "ImageURL", "Thinking", "Signature", "Data", "CacheControl"},
+		reflect.TypeFor[Choice]():            {"Index", "Message", "FinishReason", "Logprobs", "StopReason", "StopSequence"},
+		reflect.TypeFor[provider.Message]():  {"Role", "Content", "Name", "ToolCalls", "ToolCallID", "Refusal", "IsError", "CacheControl"},
+		reflect.TypeFor[provider.Part]():     {"Type", "Text", "ImageURL", "Thinking", "Signature", "Data", "CacheControl"},
 		reflect.TypeFor[provider.ToolCall](): {"ID", "Type", "Function", "CacheControl"},
-		reflect.TypeFor[EmbeddingResult](): {"Count", "Dimensions", "SHA256", "Vectors"},
+		reflect.TypeFor[EmbeddingResult]():   {"Count", "Dimensions", "SHA256", "Vectors"},
 	}
 	for typ, fields := range known {
 		for i := range typ.NumField() {
