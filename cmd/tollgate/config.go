@@ -150,18 +150,23 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err := c.usePriceList(getenv); err != nil {
 		return c, err
 	}
-	if getenv("TOLLGATE_WEBHOOK_ALLOW_PRIVATE") != "" {
-		return c, fmt.Errorf("TOLLGATE_WEBHOOK_ALLOW_PRIVATE is no longer read: list the ranges webhooks may reach in TOLLGATE_WEBHOOK_ALLOW (CIDRs), or set the webhook with an admin key")
-	}
-	if c.WebhookAllow, err = webhooks.ParseAllow(getenv("TOLLGATE_WEBHOOK_ALLOW")); err != nil {
-		return c, err
-	}
 	if c.ModelBaseURL != "" {
 		if u, err := url.Parse(c.ModelBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return c, fmt.Errorf("MODEL_BASE_URL must be an http(s) URL")
 		}
 	}
-	return c, nil
+	c.WebhookAllow, err = webhookAllow(getenv)
+	return c, err
+}
+
+// webhookAllow reads TOLLGATE_WEBHOOK_ALLOW, refusing the
+// TOLLGATE_WEBHOOK_ALLOW_PRIVATE switch it replaces: a deployment that
+// sets it expects a choice this server would not make.
+func webhookAllow(getenv func(string) string) ([]netip.Prefix, error) {
+	if getenv("TOLLGATE_WEBHOOK_ALLOW_PRIVATE") != "" {
+		return nil, fmt.Errorf("TOLLGATE_WEBHOOK_ALLOW_PRIVATE is not a setting: list the ranges webhooks may reach in TOLLGATE_WEBHOOK_ALLOW (CIDRs), or set the webhook with an admin key")
+	}
+	return webhooks.ParseAllow(getenv("TOLLGATE_WEBHOOK_ALLOW"))
 }
 
 // usePriceList reads TOLLGATE_PASS_THROUGH and the price list
