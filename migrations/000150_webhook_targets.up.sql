@@ -7,3 +7,7 @@
 ALTER TABLE webhook_endpoints
     ADD COLUMN allow_private boolean NOT NULL DEFAULT false,
     ADD COLUMN accepted_at   timestamptz;
+
+-- Attempts recorded before speak the one class an owner may see: no URL
+-- has accepted a delivery yet by this column's count.
+UPDATE webhook_events SET last_error = 'unreachable', last_status = NULL WHERE last_error IS NOT NULL;

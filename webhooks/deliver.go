@@ -135,10 +135,10 @@ func (s *Service) deliver(ctx context.Context, id string, attempt, maxAttempts i
 		return err
 	}
 	res := s.post(ctx, s.clientFor(ev), *ev.url, webhookID(ev.id), now, sig, body)
-	if err := s.record(ctx, ev, attemptRecord{attempt: attempt, at: now, last: attempt >= maxAttempts, res: res}); err != nil {
+	last := attempt >= maxAttempts
+	if err := s.record(ctx, ev, attemptRecord{attempt: attempt, at: now, last: last, res: res}); err != nil {
 		return err
 	}
-	last := attempt >= maxAttempts
 	s.cfg.Metrics.WebhookDelivery(res.outcome())
 	if res.ok() {
 		return nil
