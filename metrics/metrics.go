@@ -123,7 +123,7 @@ func New() *Metrics {
 			Name: "tollgate_rate_limited_total", Help: "New tasks refused with 429 rate_limited by a requests- or tokens-per-minute limit, by owner and the key's workload (\"\" for none). Only owners and workloads an admin created appear.",
 		}, []string{"owner_id", "workload"}),
 		webhookDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tollgate_webhook_deliveries_total", Help: "Webhook delivery attempts by outcome: delivered, http_status (a non-2xx answer, redirects included), timeout, network, blocked_address (a link-local target refused), dropped (the webhook was removed).",
+			Name: "tollgate_webhook_deliveries_total", Help: "Webhook delivery attempts by outcome: delivered, http_status (a non-2xx answer, redirects included), timeout, dns, tls, network, blocked_address (an address the webhook policy refuses), dropped (the webhook was removed).",
 		}, []string{"outcome"}),
 	}
 	// Alert series exist from the start, so increase() sees the first one.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -143,6 +144,9 @@ type envOptions struct {
 	listPass       bool          // with priceList: TOLLGATE_PASS_THROUGH=on
 	redactor       *redact.Redactor
 	authFailures   int // server.Deps.AuthFailures
+	// webhookAddresses replaces the owners' webhooks' address policy,
+	// which by default allows loopback, where the tests' receivers listen.
+	webhookAddresses *webhooks.AddressPolicy
 }
 
 // env is one Tollgate server on its own database, with the fake provider
@@ -222,8 +226,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	m := metrics.New()
 	m.WatchDatabase(pool, slog.New(slog.DiscardHandler), cat.ProviderKeys())
 	var svc *tasks.Service
+	addresses := webhooks.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	if o.webhookAddresses != nil {
+		addresses = *o.webhookAddresses
+	}
 	hooks, err := webhooks.New(pool, webhooks.Config{
-		Sealer: testSealer(t), Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Now: clock.Now,
+		Sealer: testSealer(t), Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Now: clock.Now, Addresses: addresses,
 		Metrics: m, Logger: log, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond, Timeout: 5 * time.Second, FetchPoll: 50 * time.Millisecond,
 	})
 	if err != nil {

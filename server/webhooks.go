@@ -52,7 +52,10 @@ func putWebhook(d *Deps) echo.HandlerFunc {
 		if in.URL == nil {
 			return badRequest("url is required.", tasks.FieldError{Field: "url", Message: "required"})
 		}
-		e, created, err := d.Webhooks.Put(c.Request().Context(), owner, *in.URL, in.Events)
+		// An admin key may point a webhook at private addresses; an
+		// owner's own key only at those the operator allows.
+		e, created, err := d.Webhooks.Put(c.Request().Context(), webhooks.PutParams{Owner: owner, URL: *in.URL, Events: in.Events,
+			PrivateAllowed: principalOf(c).Role == accounts.RoleAdmin})
 		if err != nil {
 			return err
 		}
@@ -157,13 +160,13 @@ func webhookProblem(err error) (status int, code, detail string, fields []tasks.
 	return 0, "", "", nil, false
 }
 
-// RenderTask returns the webhooks' Render for svc: the owner's task as GET
-// /v1/tasks/{id} answers it, redacted as the owner's policy says.
-// *svc is read at each call, so the service may be made after the
-// webhooks that render with it.
+// RenderTask returns the webhooks' Render for svc: the owner's task as a
+// webhook event carries it (tasks.Service.EventView decides what of its
+// output the owner's privacy policy lets leave). *svc is read at each
+// call, so the service may be made after the webhooks that render with it.
 func RenderTask(svc **tasks.Service) func(ctx context.Context, owner, id string) (json.RawMessage, error) {
 	return func(ctx context.Context, owner, id string) (json.RawMessage, error) {
-		t, err := (*svc).Get(ctx, owner, id)
+		t, err := (*svc).EventView(ctx, owner, id)
 		if err != nil {
 			return nil, err
 		}

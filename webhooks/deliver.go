@@ -3,6 +3,7 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,9 +46,19 @@ type worker struct {
 }
 
 // NextRetry is the exponential backoff of Config.RetryBase and RetryMax,
-// in River's time (the wall clock).
+// in River's time (the wall clock), counted from the failed attempt's
+// start: when the next attempt comes must not tell how long this one
+// took (a timeout from a refused connection, say). A time already past
+// is now: River would replace it with its own policy.
 func (w *worker) NextRetry(job *river.Job[DeliveryArgs]) time.Time {
-	return time.Now().Add(w.svc.backoff(job.Attempt))
+	now := time.Now()
+	if job.AttemptedAt == nil {
+		return now.Add(w.svc.backoff(job.Attempt))
+	}
+	if next := job.AttemptedAt.Add(w.svc.backoff(job.Attempt)); next.After(now) {
+		return next
+	}
+	return now
 }
 
 // Timeout bounds a job beyond its HTTP attempt: rendering and recording.
@@ -76,6 +87,8 @@ type pendingEvent struct {
 	id, owner, taskID, typ string
 	created                time.Time
 	url                    *string // nil: the webhook was removed
+	privateAllowed         bool    // an admin key set the URL
+	accepted               bool    // the URL has answered a delivery with a 2xx
 	sealed, previous       []byte
 	previousUntil          *time.Time
 }
@@ -83,10 +96,11 @@ type pendingEvent struct {
 func (s *Service) loadEvent(ctx context.Context, id string) (pendingEvent, error) {
 	var ev pendingEvent
 	err := s.pool.QueryRow(ctx, `
-		SELECT ev.id::text, ev.owner_id, ev.task_id::text, ev.type, ev.created_at, e.url, e.secret_sealed, e.previous_sealed, e.previous_until
+		SELECT ev.id::text, ev.owner_id, ev.task_id::text, ev.type, ev.created_at, e.url, e.secret_sealed, e.previous_sealed, e.previous_until,
+		       coalesce(e.allow_private, false), e.accepted_at IS NOT NULL
 		FROM webhook_events ev LEFT JOIN webhook_endpoints e ON e.owner_id = ev.owner_id
 		WHERE ev.id = $1 AND ev.state = 'pending'`, id).
-		Scan(&ev.id, &ev.owner, &ev.taskID, &ev.typ, &ev.created, &ev.url, &ev.sealed, &ev.previous, &ev.previousUntil)
+		Scan(&ev.id, &ev.owner, &ev.taskID, &ev.typ, &ev.created, &ev.url, &ev.sealed, &ev.previous, &ev.previousUntil, &ev.privateAllowed, &ev.accepted)
 	return ev, err
 }
 
@@ -120,9 +134,9 @@ func (s *Service) deliver(ctx context.Context, id string, attempt, maxAttempts i
 	if err != nil {
 		return err
 	}
-	res := s.post(ctx, *ev.url, webhookID(ev.id), now, sig, body)
+	res := s.post(ctx, s.clientFor(ev), *ev.url, webhookID(ev.id), now, sig, body)
 	last := attempt >= maxAttempts
-	if err := s.record(ctx, ev.id, attempt, res, last); err != nil {
+	if err := s.record(ctx, ev, attemptRecord{attempt: attempt, at: now, last: last, res: res}); err != nil {
 		return err
 	}
 	s.cfg.Metrics.WebhookDelivery(res.outcome())
@@ -186,7 +200,7 @@ func (s *Service) secrets(ev pendingEvent, now time.Time) ([]string, error) {
 // or the class of failure that left none.
 type attemptResult struct {
 	status int
-	class  string // "" when the receiver answered; timeout, network, blocked_address
+	class  string // "" when the receiver answered; timeout, dns, tls, network, blocked_address
 }
 
 func (r attemptResult) ok() bool { return r.status >= 200 && r.status < 300 }
@@ -206,9 +220,18 @@ func (r attemptResult) outcome() string {
 // discarded) so that the connection can be reused.
 const maxAnswerBytes = 64 << 10
 
-// post makes one attempt. The receiver's answer is never read beyond
-// maxAnswerBytes nor logged.
-func (s *Service) post(ctx context.Context, url, id string, at time.Time, sig string, body []byte) attemptResult {
+// clientFor is the client that may deliver ev: the one that dials private
+// addresses only for a URL an admin key set.
+func (s *Service) clientFor(ev pendingEvent) *http.Client {
+	if ev.privateAllowed {
+		return s.privateClient
+	}
+	return s.client
+}
+
+// post makes one attempt with client. The receiver's answer is never read
+// beyond maxAnswerBytes nor logged.
+func (s *Service) post(ctx context.Context, client *http.Client, url, id string, at time.Time, sig string, body []byte) attemptResult {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -220,79 +243,168 @@ func (s *Service) post(ctx context.Context, url, id string, at time.Time, sig st
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
 	req.Header.Set("webhook-signature", sig)
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		var ne net.Error
-		switch {
-		case errors.Is(err, errBlockedAddress):
-			return attemptResult{class: "blocked_address"}
-		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-			return attemptResult{class: "timeout"}
-		}
-		return attemptResult{class: "network"}
+		return attemptResult{class: failureClass(err)}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
 	_ = resp.Body.Close()
 	return attemptResult{status: resp.StatusCode}
 }
 
-// record notes the attempt-th attempt's result on its event; last: no
-// attempt follows a failure.
-func (s *Service) record(ctx context.Context, id string, attempt int, r attemptResult, last bool) error {
-	state, class := "pending", &r.class
-	var next *time.Time
+// failureClass is the class of an attempt that got no answer, for the
+// operator's metrics and logs (owners see only "unreachable": shown).
+func failureClass(err error) string {
+	var ne net.Error
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var header tls.RecordHeaderError
+	switch {
+	case errors.Is(err, errBlockedAddress):
+		return "blocked_address"
+	case errors.Is(err, errUnresolved), errors.As(err, &dns):
+		return "dns"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.As(err, &cert), errors.As(err, &alert), errors.As(err, &header):
+		return "tls"
+	}
+	return "network"
+}
+
+// The classes an owner sees for a failed attempt (Delivery.Error).
+const (
+	// ClassUnreachable: the attempt got no HTTP answer (refused address,
+	// DNS, connection, timeout, TLS), or got a non-2xx one from a URL that
+	// has never accepted a delivery.
+	ClassUnreachable = "unreachable"
+	// ClassHTTPStatus: a URL that has accepted a delivery before answered
+	// with a status outside 2xx (Delivery.StatusCode).
+	ClassHTTPStatus = "http_status"
+)
+
+// shown is what the deliveries list may say of r, for a URL that has
+// (accepted) or has not answered a delivery with a 2xx before: the
+// status code and ClassHTTPStatus for a receiver that proved it is one;
+// for any other failure only ClassUnreachable, so that the list cannot
+// tell a closed port from a filtered one, a refused address, a service
+// that is not HTTP or one that answers 404 — a port scan through
+// Tollgate's network learns nothing.
+func (r attemptResult) shown(accepted bool) (status *int, class *string) {
 	switch {
 	case r.ok():
-		state, class = "delivered", nil
-	case last:
+		return &r.status, nil
+	case r.class == "" && accepted:
+		c := ClassHTTPStatus
+		return &r.status, &c
+	}
+	c := ClassUnreachable
+	return nil, &c
+}
+
+// attemptRecord is one attempt to record: its number, its start, whether
+// no attempt follows a failure, and what it came to.
+type attemptRecord struct {
+	attempt int
+	at      time.Time
+	last    bool
+	res     attemptResult
+}
+
+// record notes attempt a on ev, as the deliveries list shows it (shown);
+// its times are the attempt's start and the next attempt's due time from
+// that start, never its end, which would tell how long it took. A 2xx
+// marks the URL as accepting, if it is still the endpoint's.
+func (s *Service) record(ctx context.Context, ev pendingEvent, a attemptRecord) error {
+	state := "pending"
+	var next *time.Time
+	switch {
+	case a.res.ok():
+		state = "delivered"
+	case a.last:
 		state = "failed"
 	default:
-		n := s.cfg.Now().Add(s.backoff(attempt))
+		n := a.at.Add(s.backoff(a.attempt))
 		next = &n
 	}
-	if r.class == "" && !r.ok() {
-		c := "http_status"
-		class = &c
-	}
-	var status *int
-	if r.status != 0 {
-		status = &r.status
-	}
-	_, err := s.pool.Exec(context.WithoutCancel(ctx), `
+	status, class := a.res.shown(ev.accepted)
+	b := &pgx.Batch{}
+	b.Queue(`
 		UPDATE webhook_events SET state = $2, tries = GREATEST(tries, $3), last_status = $4, last_error = $5, last_try_at = $6, next_try_at = $7
-		WHERE id = $1 AND state = 'pending'`, id, state, attempt, status, class, s.cfg.Now(), next)
-	if err != nil {
+		WHERE id = $1 AND state = 'pending'`, ev.id, state, a.attempt, status, class, a.at, next)
+	if a.res.ok() && !ev.accepted {
+		b.Queue(`UPDATE webhook_endpoints SET accepted_at = $3 WHERE owner_id = $1 AND url = $2 AND accepted_at IS NULL`, ev.owner, *ev.url, a.at)
+	}
+	if err := s.pool.SendBatch(context.WithoutCancel(ctx), b).Close(); err != nil {
 		return fmt.Errorf("webhooks: record attempt: %w", err)
 	}
 	return nil
 }
 
-// errBlockedAddress refuses a dial to a link-local address (cloud
-// metadata services live there) unless AllowPrivate.
-var errBlockedAddress = errors.New("webhooks: address not allowed")
-
 // newClient is the HTTP client of deliveries: bounded by timeout per
 // attempt, never following a redirect (a 3xx is the receiver's answer,
-// and a failure), and refusing link-local and unspecified addresses at
-// dial time, after name resolution, unless allowPrivate.
-func newClient(timeout time.Duration, allowPrivate bool) *http.Client {
-	dialer := &net.Dialer{Timeout: timeout}
-	if !allowPrivate {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return errBlockedAddress
-			}
-			a := ap.Addr().Unmap()
-			if a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified() || a.IsMulticast() ||
-				a == netip.MustParseAddr("fd00:ec2::254") {
-				return errBlockedAddress
-			}
-			return nil
-		}
-	}
-	tr := &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: timeout, MaxIdleConnsPerHost: 4,
+// and a failure), dialling only addresses policy allows (private ones
+// only when privateAllowed). A client never serves both kinds of
+// webhook: a connection kept idle after an admin's private delivery must
+// not carry a client's.
+func newClient(timeout time.Duration, policy AddressPolicy, privateAllowed bool) *http.Client {
+	d := &dialer{policy: policy, privateAllowed: privateAllowed, net: &net.Dialer{Timeout: timeout}}
+	d.net.ControlContext = d.control
+	tr := &http.Transport{DialContext: d.dial, TLSHandshakeTimeout: timeout, MaxIdleConnsPerHost: 4,
 		IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: timeout}
 	return &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// dialer resolves a delivery's host with the policy's resolver and dials
+// its addresses in turn, each checked by the policy as the socket is
+// about to connect (control): what is checked is what is dialled, after
+// any resolution, so a name that resolved elsewhere at PUT gains nothing.
+type dialer struct {
+	policy         AddressPolicy
+	privateAllowed bool
+	net            *net.Dialer
+}
+
+// errUnresolved is a host that resolved to no address.
+var errUnresolved = errors.New("webhooks: host did not resolve")
+
+func (d *dialer) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a}
+	} else if addrs, err = d.policy.resolver().LookupNetIP(ctx, "ip", host); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnresolved, err)
+	}
+	if len(addrs) == 0 {
+		return nil, errUnresolved
+	}
+	var first error
+	for _, a := range addrs {
+		conn, err := d.net.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		if first == nil || errors.Is(first, errBlockedAddress) && !errors.Is(err, errBlockedAddress) {
+			first = err // a refusal tells less than the failure of an allowed address
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, first
+}
+
+// control refuses the dial of an address the policy does not allow.
+func (d *dialer) control(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &AddressError{Range: "unreadable"}
+	}
+	return d.policy.Check(ap.Addr(), d.privateAllowed)
 }

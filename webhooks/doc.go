@@ -11,6 +11,9 @@
 // at least once: a receiver deduplicates by the webhook-id header, which
 // every attempt of one event shares.
 //
-// The URL is called from the server, on the server's network: see
-// docs/operations.md for what that means and TOLLGATE_WEBHOOK_ALLOW_PRIVATE.
+// The URL is called from the server, on the server's network: one
+// AddressPolicy decides what it may reach, at Put and at every address a
+// delivery dials (docs/operations.md, TOLLGATE_WEBHOOK_ALLOW). An event's
+// body is rendered by Config.Render, which applies the owner's privacy
+// policy (tasks.Service.EventView).
 package webhooks

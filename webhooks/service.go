@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,9 +33,10 @@ type Metrics interface {
 // are required.
 type Config struct {
 	Sealer Sealer
-	// Render returns the task as GET /v1/tasks/{id} shows it to its owner,
-	// redacted as the owner's policy says; an error wrapping NotFound
-	// when the task is gone.
+	// Render returns the task's JSON as an event may carry it: as GET
+	// /v1/tasks/{id} shows it to its owner, its model output under the
+	// owner's privacy policy (tasks.Service.EventView); an error wrapping
+	// NotFound when the task is gone.
 	Render func(ctx context.Context, owner, taskID string) (json.RawMessage, error)
 	// NotFound is the error Render wraps for a task that no longer exists.
 	NotFound error
@@ -46,9 +48,9 @@ type Config struct {
 	// doubled after each failure, at most RetryMax; defaults 30s and 1h,
 	// which with MaxAttempts retry for more than 24 hours.
 	RetryBase, RetryMax time.Duration
-	// AllowPrivate lets deliveries reach link-local addresses (cloud
-	// metadata services among them): TOLLGATE_WEBHOOK_ALLOW_PRIVATE=on.
-	AllowPrivate bool
+	// Addresses decides which addresses a webhook may point at, at Put
+	// and at every dial of a delivery (TOLLGATE_WEBHOOK_ALLOW).
+	Addresses AddressPolicy
 	// Workers is how many deliveries this process makes at once; default 10.
 	Workers int
 	// FetchPoll is how often an idle process looks for deliveries due;
@@ -56,8 +58,8 @@ type Config struct {
 	// more often, and a 50 ms poll here would cost 20 queries a second on
 	// an idle server.
 	FetchPoll time.Duration
-	// Client replaces the HTTP client of deliveries (tests); it must not
-	// follow redirects.
+	// Client replaces the HTTP clients of deliveries (tests), Addresses
+	// unchecked at dial time; it must not follow redirects.
 	Client  *http.Client
 	Metrics Metrics
 	Logger  *slog.Logger
@@ -65,9 +67,11 @@ type Config struct {
 
 // Service keeps owners' webhooks and delivers their events.
 type Service struct {
-	pool   *pgxpool.Pool
-	cfg    Config
-	client *http.Client
+	pool *pgxpool.Pool
+	cfg  Config
+	// client delivers to URLs set without private addresses allowed,
+	// privateClient to those an admin key set.
+	client, privateClient *http.Client
 }
 
 // New returns a Service on pool, or an error when cfg lacks a Sealer or a
@@ -100,9 +104,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	s := &Service{pool: pool, cfg: cfg, client: cfg.Client}
-	if s.client == nil {
-		s.client = newClient(cfg.Timeout, cfg.AllowPrivate)
+	s := &Service{pool: pool, cfg: cfg, client: cfg.Client, privateClient: cfg.Client}
+	if cfg.Client == nil {
+		s.client = newClient(cfg.Timeout, cfg.Addresses, false)
+		s.privateClient = newClient(cfg.Timeout, cfg.Addresses, true)
 	}
 	return s, nil
 }
@@ -118,6 +123,9 @@ type Endpoint struct {
 	URL     string   `json:"url"`
 	Events  []string `json:"events"`
 	Secret  string   `json:"secret,omitempty"`
+	// PrivateAllowed: an admin key set the URL, so deliveries may reach
+	// private addresses (never a cloud metadata one).
+	PrivateAllowed bool `json:"private_allowed"`
 	// PreviousSecretUntil is when the secret replaced by the last
 	// rotation stops signing deliveries; nil when none does.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
@@ -128,11 +136,11 @@ type Endpoint struct {
 // secretAD binds a sealed secret to its owner's row.
 func secretAD(owner string) []byte { return []byte("webhook-secret:" + owner) }
 
-const endpointColumns = `owner_id, url, events, previous_until, created_at, updated_at`
+const endpointColumns = `owner_id, url, events, allow_private, previous_until, created_at, updated_at`
 
 func scanEndpoint(row pgx.Row, now time.Time) (Endpoint, error) {
 	var e Endpoint
-	err := row.Scan(&e.OwnerID, &e.URL, &e.Events, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt)
+	err := row.Scan(&e.OwnerID, &e.URL, &e.Events, &e.PrivateAllowed, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, ErrNotFound
 	}
@@ -142,26 +150,44 @@ func scanEndpoint(row pgx.Row, now time.Time) (Endpoint, error) {
 	return e, err
 }
 
-// Put sets the owner's webhook to url and events. A new webhook gets a
-// secret, returned in Secret (created true); an existing one keeps its
+// PutParams are a webhook to set.
+type PutParams struct {
+	Owner  string
+	URL    string
+	Events []string
+	// PrivateAllowed: the caller may point the webhook at private
+	// addresses (an admin key). It is recorded with the URL, for
+	// deliveries to honour.
+	PrivateAllowed bool
+}
+
+// Put sets the owner's webhook to p's URL and events. A new webhook gets
+// a secret, returned in Secret (created true); an existing one keeps its
 // secret, which is not returned. It returns a *FieldError for a URL or an
-// event it refuses.
-func (s *Service) Put(ctx context.Context, owner, url string, events []string) (e Endpoint, created bool, err error) {
-	if err := checkURL(url); err != nil {
+// event it refuses: a URL whose host is, or resolves to, an address
+// Config.Addresses refuses for p.PrivateAllowed among them.
+func (s *Service) Put(ctx context.Context, p PutParams) (e Endpoint, created bool, err error) {
+	if err := checkURL(p.URL); err != nil {
 		return Endpoint{}, false, err
 	}
-	events, err = checkEvents(events)
+	if err := s.checkTarget(ctx, p.URL, p.PrivateAllowed); err != nil {
+		return Endpoint{}, false, err
+	}
+	events, err := checkEvents(p.Events)
 	if err != nil {
 		return Endpoint{}, false, err
 	}
 	secret := newSecret()
 	// xmax is 0 for a row this statement inserted, not for one it updated.
+	// A changed URL has accepted no delivery yet.
 	row := s.pool.QueryRow(ctx, `
-		INSERT INTO webhook_endpoints (owner_id, url, events, secret_sealed, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $5)
-		ON CONFLICT (owner_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, updated_at = EXCLUDED.updated_at
-		RETURNING `+endpointColumns+`, (xmax = 0)`, owner, url, events, s.cfg.Sealer.Seal([]byte(secret), secretAD(owner)), s.cfg.Now())
-	err = row.Scan(&e.OwnerID, &e.URL, &e.Events, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt, &created)
+		INSERT INTO webhook_endpoints (owner_id, url, events, secret_sealed, allow_private, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $6)
+		ON CONFLICT (owner_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, allow_private = EXCLUDED.allow_private,
+			updated_at = EXCLUDED.updated_at,
+			accepted_at = CASE WHEN webhook_endpoints.url = EXCLUDED.url THEN webhook_endpoints.accepted_at END
+		RETURNING `+endpointColumns+`, (xmax = 0)`, p.Owner, p.URL, events, s.cfg.Sealer.Seal([]byte(secret), secretAD(p.Owner)), p.PrivateAllowed, s.cfg.Now())
+	err = row.Scan(&e.OwnerID, &e.URL, &e.Events, &e.PrivateAllowed, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt, &created)
 	if err != nil {
 		return Endpoint{}, false, fmt.Errorf("webhooks: put: %w", err)
 	}
@@ -172,6 +198,27 @@ func (s *Service) Put(ctx context.Context, owner, url string, events []string) (
 		e.Secret = secret
 	}
 	return e, created, nil
+}
+
+// checkTarget returns a FieldError for a URL (checked by checkURL) whose
+// host the address policy refuses.
+func (s *Service) checkTarget(ctx context.Context, raw string, privateAllowed bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return &FieldError{Field: "url", Message: "url must be an absolute http or https URL"}
+	}
+	err = s.cfg.Addresses.CheckHost(ctx, u.Hostname(), privateAllowed)
+	var ae *AddressError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Private:
+		return &FieldError{Field: "url", Message: "url's host is or resolves to a " + ae.Range +
+			" address: only an admin key may set it, unless the operator allows it (TOLLGATE_WEBHOOK_ALLOW)"}
+	case errors.As(err, &ae):
+		return &FieldError{Field: "url", Message: "url's host is or resolves to a " + ae.Range + " address, which webhooks may not reach"}
+	}
+	return err
 }
 
 // Get returns the owner's webhook without its secret, or ErrNotFound.
@@ -223,7 +270,7 @@ type Delivery struct {
 	TaskID     string     `json:"task_id"`
 	State      string     `json:"state"` // pending, delivered, failed (gave up) or dropped (webhook removed)
 	StatusCode *int       `json:"status_code"`
-	Error      *string    `json:"error"` // the last failure's class: timeout, network, http_status, blocked_address
+	Error      *string    `json:"error"` // the last failure's class: ClassUnreachable or ClassHTTPStatus (see attemptResult.shown)
 	Tries      int        `json:"tries"`
 	LastTryAt  *time.Time `json:"last_try_at"`
 	NextTryAt  *time.Time `json:"next_try_at"`

@@ -98,15 +98,19 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
-// TestLinkLocalRefused: cloud metadata addresses are refused at dial time
-// unless private targets are allowed.
+// TestLinkLocalRefused: cloud metadata and link-local addresses are
+// refused at dial time, even for a webhook an admin set with private
+// addresses allowed.
 func TestLinkLocalRefused(t *testing.T) {
 	t.Parallel()
-	s := &Service{cfg: Config{Timeout: 2 * time.Second}, client: newClient(2*time.Second, false)}
-	if r := s.post(context.Background(), "http://169.254.169.254/latest/meta-data/", "msg_1", time.Now(), "v1,x", []byte(`{}`)); r.class != "blocked_address" {
-		t.Errorf("metadata address: %+v, want blocked_address", r)
-	}
-	if r := s.post(context.Background(), "http://[fe80::1]:80/", "msg_1", time.Now(), "v1,x", []byte(`{}`)); r.class != "blocked_address" {
-		t.Errorf("IPv6 link-local: %+v, want blocked_address", r)
+	s := &Service{cfg: Config{Timeout: 2 * time.Second}}
+	for _, private := range []bool{false, true} {
+		client := newClient(2*time.Second, AddressPolicy{}, private)
+		for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[fe80::1]:80/", "http://[fd00:ec2::254]/",
+			"http://[64:ff9b::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::1]/", "http://[::ffff:169.254.169.254]/", "http://100.100.100.200/"} {
+			if r := s.post(context.Background(), client, u, "msg_1", time.Now(), "v1,x", []byte(`{}`)); r.class != "blocked_address" {
+				t.Errorf("private allowed %v, %s: %+v, want blocked_address", private, u, r)
+			}
+		}
 	}
 }

@@ -3,14 +3,17 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/internal/logsafe"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // providersForLog lists provider keys without their credentials.
@@ -55,6 +58,9 @@ type config struct {
 	MetricsAddr      string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
 	MetricsToken     string // TOLLGATE_METRICS_TOKEN: the bearer token /metrics requires
 	FakeAddr         string // TOLLGATE_FAKE_ADDR: where the in-process fake provider listens
+	// WebhookAllow are the addresses every webhook may reach
+	// (TOLLGATE_WEBHOOK_ALLOW), private or refused ones included.
+	WebhookAllow []netip.Prefix
 }
 
 const (
@@ -149,7 +155,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("MODEL_BASE_URL must be an http(s) URL")
 		}
 	}
-	return c, nil
+	c.WebhookAllow, err = webhookAllow(getenv)
+	return c, err
+}
+
+// webhookAllow reads TOLLGATE_WEBHOOK_ALLOW, refusing the
+// TOLLGATE_WEBHOOK_ALLOW_PRIVATE switch it replaces: a deployment that
+// sets it expects a choice this server would not make.
+func webhookAllow(getenv func(string) string) ([]netip.Prefix, error) {
+	if getenv("TOLLGATE_WEBHOOK_ALLOW_PRIVATE") != "" {
+		return nil, fmt.Errorf("TOLLGATE_WEBHOOK_ALLOW_PRIVATE is not a setting: list the ranges webhooks may reach in TOLLGATE_WEBHOOK_ALLOW (CIDRs), or set the webhook with an admin key")
+	}
+	return webhooks.ParseAllow(getenv("TOLLGATE_WEBHOOK_ALLOW"))
 }
 
 // usePriceList reads TOLLGATE_PASS_THROUGH and the price list
@@ -212,9 +229,19 @@ func (c config) logValue() slog.Value {
 		slog.String("prices_file", c.PricesFile),
 		slog.Int("prices_file_models", c.PriceModels),
 		slog.Bool("pass_through", c.PassThrough),
+		slog.String("webhook_allow", prefixesForLog(c.WebhookAllow)),
 		slog.Any("providers", providersForLog(c.Catalog)),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// prefixesForLog is TOLLGATE_WEBHOOK_ALLOW as read, comma-separated.
+func prefixesForLog(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // orNone turns a bound of zero, "none" in the environment, into the -1 that

@@ -112,3 +112,43 @@ func TestPriceListSettings(t *testing.T) {
 		})
 	}
 }
+
+// TOLLGATE_WEBHOOK_ALLOW is read as CIDRs and logged as read; a bad entry
+// and the retired TOLLGATE_WEBHOOK_ALLOW_PRIVATE stop start-up, naming
+// the variable.
+func TestWebhookAllowSettings(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    string // the allow list as logged
+		wantErr string
+	}{
+		{"unset", nil, "", ""},
+		{"CIDRs and an address", map[string]string{"TOLLGATE_WEBHOOK_ALLOW": "10.20.0.0/16, fd12::/48 192.168.5.7"}, "10.20.0.0/16,fd12::/48,192.168.5.7/32", ""},
+		{"not a CIDR", map[string]string{"TOLLGATE_WEBHOOK_ALLOW": "10.20.0.0/16,intranet"}, "", "TOLLGATE_WEBHOOK_ALLOW"},
+		{"host bits", map[string]string{"TOLLGATE_WEBHOOK_ALLOW": "10.20.0.1/16"}, "", "10.20.0.0/16"},
+		{"the retired switch", map[string]string{"TOLLGATE_WEBHOOK_ALLOW_PRIVATE": "on"}, "", "TOLLGATE_WEBHOOK_ALLOW"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(func(k string) string { return c.env[k] })
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("loadConfig: %v, want an error naming %s", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := prefixesForLog(cfg.WebhookAllow); got != c.want {
+				t.Errorf("allow list %q, want %q", got, c.want)
+			}
+			if !strings.Contains(cfg.logValue().String(), "webhook_allow="+c.want) {
+				t.Errorf("the logged config %s lacks webhook_allow=%s", cfg.logValue(), c.want)
+			}
+		})
+	}
+}

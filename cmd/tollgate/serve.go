@@ -124,7 +124,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	var svc *tasks.Service
 	hooks, err := webhooks.New(pool, webhooks.Config{
 		Sealer: sealer, Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Metrics: m, Logger: log,
-		AllowPrivate: getenv("TOLLGATE_WEBHOOK_ALLOW_PRIVATE") == "on",
+		Addresses: webhooks.AddressPolicy{Allow: cfg.WebhookAllow},
 	})
 	if err != nil {
 		return err

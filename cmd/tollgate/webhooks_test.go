@@ -65,7 +65,8 @@ func TestServeDeliversWebhooksAfterARestart(t *testing.T) {
 	}
 	start := func(role string) (base string, stop func()) {
 		addr := freeAddr(t)
-		env := envFunc(map[string]string{"DATABASE_URL": dbURL, "TOLLGATE_ADDR": addr, "TOLLGATE_RUN_ON_ARRIVAL": "off"})
+		env := envFunc(map[string]string{"DATABASE_URL": dbURL, "TOLLGATE_ADDR": addr, "TOLLGATE_RUN_ON_ARRIVAL": "off",
+			"TOLLGATE_WEBHOOK_ALLOW": "127.0.0.1/32"}) // the receiver listens on loopback, set with a client key
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		logs := &syncBuffer{}
