@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -113,7 +114,7 @@ func (e *nonNumber) at(path string, b *bound) error {
 	if b != nil {
 		return boundErr(path, "must be "+b.kindText()+" ("+nonNumberSays(e.word)+")")
 	}
-	return fieldErr(path, "must be a finite JSON number ("+nonNumberSays(e.word)+")")
+	return boundErr(cmp.Or(path, "body"), "must be a finite JSON number ("+nonNumberSays(e.word)+")")
 }
 
 func nonNumberSays(word string) string {

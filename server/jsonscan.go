@@ -274,6 +274,11 @@ func (s *scanner) object(t reflect.Type, path string, depth int, b *bound) error
 		}
 		key, _ := tok.(string)
 		kp := joinPath(path, key)
+		if b != nil && !strings.HasSuffix(kp, "]") {
+			// A bounded map's keys are data (logit_bias's token ids),
+			// named as tasks.Validate names them.
+			kp = path + "[" + strconv.Quote(key) + "]"
+		}
 		if msg := stringProblem(key, rawTok); msg != "" {
 			return fieldErr(kp, "has a name that "+msg)
 		}
