@@ -177,8 +177,11 @@ func (s *scanner) value(t reflect.Type, path string, depth int, b *bound) error 
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	sh, shaped := shapes[t]
-	if shaped || freeForm(t) {
+	var sh *shape
+	if found, ok := shapes[t]; ok {
+		sh = &found
+	}
+	if sh != nil || freeForm(t) {
 		t = nil
 	}
 	tok, rawTok, err := s.token()
@@ -188,73 +191,84 @@ func (s *scanner) value(t reflect.Type, path string, depth int, b *bound) error 
 		return nn.at(path, b)
 	case err != nil:
 		return syntaxAt(err, path)
-	}
-	if b != nil && numeric(t) {
+	case tok == nil:
+		return nil // null leaves any field as it was, as encoding/json does
+	case b != nil && numeric(t):
 		if n, ok := tok.(json.Number); ok {
 			return s.number(n, t, path, b)
 		}
-		if tok != nil {
-			return b.kindErr(path, tok)
-		}
+		return b.kindErr(path, tok)
 	}
 	switch v := tok.(type) {
-	case nil:
-		return nil // null leaves any field as it was, as encoding/json does
 	case json.Delim:
-		if depth >= maxJSONDepth {
-			return fieldErr(path, fmt.Sprintf("is nested deeper than %d levels", maxJSONDepth))
+		return s.container(v, t, sh, path, depth, b)
+	case json.Number:
+		if sh != nil {
+			return fieldErr(path, "must be "+sh.what)
 		}
-		if shaped {
-			if (v == '{' && sh.obj == nil) || (v == '[' && sh.elem == nil) {
-				return fieldErr(path, "must be "+sh.what)
-			}
-			t = sh.obj
-			if v == '[' {
-				t = reflect.SliceOf(sh.elem)
-			}
+		return s.number(v, t, path, nil)
+	}
+	return scalarProblem(tok, rawTok, t, sh, path)
+}
+
+// container checks the object or array that v opens, bound for t (or
+// the shape sh) at path, up to its closing delimiter.
+func (s *scanner) container(v json.Delim, t reflect.Type, sh *shape, path string, depth int, b *bound) error {
+	if depth >= maxJSONDepth {
+		return fieldErr(path, fmt.Sprintf("is nested deeper than %d levels", maxJSONDepth))
+	}
+	if sh != nil {
+		if (v == '{' && sh.obj == nil) || (v == '[' && sh.elem == nil) {
+			return fieldErr(path, "must be "+sh.what)
 		}
-		if v == '{' {
-			if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
-				return fieldErr(path, "must be "+kindName(t))
-			}
-			return s.object(t, path, depth+1, b)
+		t = sh.obj
+		if v == '[' {
+			t = reflect.SliceOf(sh.elem)
 		}
-		if t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+	}
+	if v == '{' {
+		if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
 			return fieldErr(path, "must be "+kindName(t))
 		}
-		var elem reflect.Type
-		if t != nil {
-			elem = t.Elem()
+		return s.object(t, path, depth+1, b)
+	}
+	if t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+		return fieldErr(path, "must be "+kindName(t))
+	}
+	var elem reflect.Type
+	if t != nil {
+		elem = t.Elem()
+	}
+	for i := 0; s.dec.More(); i++ {
+		if err := s.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1, b); err != nil {
+			return err
 		}
-		for i := 0; s.dec.More(); i++ {
-			if err := s.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1, b); err != nil {
-				return err
-			}
-		}
-		_, _, err := s.token() // ']'
-		return syntaxAt(err, path)
+	}
+	_, _, err := s.token() // ']'
+	return syntaxAt(err, path)
+}
+
+// scalarProblem checks a string or a boolean token bound for t (or the
+// shape sh) at path.
+func scalarProblem(tok json.Token, rawTok []byte, t reflect.Type, sh *shape, path string) error {
+	switch v := tok.(type) {
 	case string:
 		if msg := stringProblem(v, rawTok); msg != "" {
 			return fieldErr(path, msg)
 		}
-		if shaped && !sh.text {
+		if sh != nil && !sh.text {
 			return fieldErr(path, "must be "+sh.what)
 		}
 		if t != nil && t.Kind() != reflect.String {
 			return fieldErr(path, "must be "+kindName(t))
 		}
 	case bool:
-		if shaped {
+		if sh != nil {
 			return fieldErr(path, "must be "+sh.what)
 		}
 		if t != nil && t.Kind() != reflect.Bool {
 			return fieldErr(path, "must be "+kindName(t))
 		}
-	case json.Number:
-		if shaped {
-			return fieldErr(path, "must be "+sh.what)
-		}
-		return s.number(v, t, path, nil)
 	}
 	return nil
 }
