@@ -243,6 +243,10 @@ func (s *Store) GetPrivacy(ctx context.Context, owner string) (Privacy, error) {
 	return p, nil
 }
 
+// MaxRetentionDays bounds a retention period: ten years, in days (the
+// least is one day).
+const MaxRetentionDays = 3650
+
 // SetPrivacy sets the owner's policy (creating the owner if needed). New
 // tasks follow it; stored records keep the policy they were written under.
 // It returns ErrInvalid for an unknown policy or bad retention.
@@ -252,8 +256,8 @@ func (s *Store) SetPrivacy(ctx context.Context, p Privacy) (Privacy, error) {
 	default:
 		return Privacy{}, fmt.Errorf("%w: redaction_policy must be redact, hash-only or full", ErrInvalid)
 	}
-	if p.BodyRetentionDays < 1 || p.BodyRetentionDays > 3650 || p.MetadataRetentionDays < p.BodyRetentionDays || p.MetadataRetentionDays > 3650 {
-		return Privacy{}, fmt.Errorf("%w: retention must be 1-3650 days, metadata at least as long as bodies", ErrInvalid)
+	if p.BodyRetentionDays < 1 || p.BodyRetentionDays > MaxRetentionDays || p.MetadataRetentionDays < p.BodyRetentionDays || p.MetadataRetentionDays > MaxRetentionDays {
+		return Privacy{}, fmt.Errorf("%w: retention must be 1-%d days, metadata at least as long as bodies", ErrInvalid, MaxRetentionDays)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := EnsureOwnerTx(ctx, tx, p.OwnerID); err != nil {

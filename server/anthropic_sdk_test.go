@@ -571,3 +571,63 @@ func TestAnthropicSDKErrors(t *testing.T) {
 		})
 	}
 }
+
+// A number out of the range Anthropic documents reaches the SDK as
+// Anthropic's 400 invalid_request_error naming the field and the range,
+// whatever the number (0, beyond int64, a fraction, NaN), never in Go's
+// terms; nothing is reserved or called.
+func TestAnthropicSDKNumbersSpeakTheirRange(t *testing.T) {
+	t.Parallel()
+	e, key := newMessagesEnv(t, envOptions{})
+	client, _, _ := antSDK(e, key, option.WithMaxRetries(0))
+	params := func(maxTokens int64) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: "claude-model", MaxTokens: maxTokens, Messages: []anthropic.MessageParam{antUserText("hello")}}
+	}
+	raw := func(field, value string) option.RequestOption {
+		return option.WithRequestBody("application/json",
+			[]byte(`{"model":"claude-model","max_tokens":64,"messages":[{"role":"user","content":"hello"}],"`+field+`":`+value+`}`))
+	}
+	cases := []struct {
+		name   string
+		params anthropic.MessageNewParams
+		opts   []option.RequestOption
+		want   string // the error's message
+	}{
+		{"max_tokens 0", params(0), nil, "max_tokens: must be between 1 and 1000000"},
+		{"max_tokens -1", params(-1), nil, "max_tokens: must be between 1 and 1000000"},
+		{"max_tokens 1e30", params(64), []option.RequestOption{option.WithJSONSet("max_tokens", json.RawMessage("1e30"))}, "max_tokens: must be between 1 and 1000000"},
+		{"max_tokens 1.5", params(64), []option.RequestOption{option.WithJSONSet("max_tokens", 1.5)}, "max_tokens: must be a whole number between 1 and 1000000"},
+		{"top_k beyond int64", params(64), []option.RequestOption{option.WithJSONSet("top_k", json.RawMessage("9223372036854775808"))}, "top_k: must be between 0 and 1000000"},
+		{"temperature above Anthropic's 1", params(64), []option.RequestOption{option.WithJSONSet("temperature", 1.5)}, "temperature: must be between 0 and 1"},
+		{"temperature NaN", params(64), []option.RequestOption{raw("temperature", "NaN")}, "temperature: must be a number between 0 and 1 (NaN is not a number)"},
+		{"top_p -Infinity", params(64), []option.RequestOption{raw("top_p", "-Infinity")}, "top_p: must be a number between 0 and 1 (-Infinity is not a finite number)"},
+		{"thinking budget 1e30", params(64), []option.RequestOption{option.WithJSONSet("thinking", map[string]any{"type": "enabled", "budget_tokens": json.RawMessage("1e30")})},
+			"thinking.budget_tokens: must be between 1024 and 999999"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := client.Messages.New(context.Background(), c.params, c.opts...)
+			var apiErr *anthropic.Error
+			if !errors.As(err, &apiErr) {
+				t.Fatalf("err = %v, want an *anthropic.Error", err)
+			}
+			var body struct {
+				Type  string `json:"type"`
+				Error struct{ Type, Message string }
+			}
+			if err := json.Unmarshal([]byte(apiErr.RawJSON()), &body); err != nil {
+				t.Fatalf("error body %s: %v", apiErr.RawJSON(), err)
+			}
+			if apiErr.StatusCode != http.StatusBadRequest || body.Type != "error" || body.Error.Type != "invalid_request_error" {
+				t.Errorf("error = %d %s, want 400 invalid_request_error", apiErr.StatusCode, apiErr.RawJSON())
+			}
+			if body.Error.Message != c.want {
+				t.Errorf("message %q, want %q", body.Error.Message, c.want)
+			}
+			if goSpeak([]byte(apiErr.RawJSON())) {
+				t.Errorf("the error speaks Go: %s", apiErr.RawJSON())
+			}
+		})
+	}
+	e.checkNothingWritten()
+}

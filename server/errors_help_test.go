@@ -62,6 +62,66 @@ func TestOpenAISDKErrorsNameTheField(t *testing.T) {
 			_, err := client.Embeddings.New(ctx, embeddingParams("embed-model", secret), option.WithJSONSet("input", 5))
 			return err
 		}, "input", "must be a string or an array"},
+		// Numbers: the range OpenAI documents, an explicit 0 included
+		// (OpenAI refuses it; it is not "unset"), whatever the number.
+		{"chat: max_tokens 0", func() error {
+			p := chatParams(secret)
+			p.MaxTokens = openai.Int(0)
+			_, err := client.Chat.Completions.New(ctx, p)
+			return err
+		}, "max_tokens", "must be between 1 and 1000000"},
+		{"chat: max_completion_tokens 0", func() error {
+			p := chatParams(secret)
+			p.MaxCompletionTokens = openai.Int(0)
+			_, err := client.Chat.Completions.New(ctx, p)
+			return err
+		}, "max_completion_tokens", "must be between 1 and 1000000"},
+		{"chat: n 0", func() error {
+			p := chatParams(secret)
+			p.N = openai.Int(0)
+			_, err := client.Chat.Completions.New(ctx, p)
+			return err
+		}, "n", "must be between 1 and 128"},
+		{"chat: max_tokens beyond int64", func() error {
+			_, err := client.Chat.Completions.New(ctx, chatParams(secret), option.WithJSONSet("max_tokens", json.RawMessage("9223372036854775808")))
+			return err
+		}, "max_tokens", "must be between 1 and 1000000"},
+		{"chat: max_tokens 1e30", func() error {
+			_, err := client.Chat.Completions.New(ctx, chatParams(secret), option.WithJSONSet("max_tokens", json.RawMessage("1e30")))
+			return err
+		}, "max_tokens", "must be between 1 and 1000000"},
+		{"chat: seed 1.5", func() error {
+			_, err := client.Chat.Completions.New(ctx, chatParams(secret), option.WithJSONSet("seed", 1.5))
+			return err
+		}, "seed", "must be a whole number between"},
+		{"chat: temperature NaN", func() error {
+			_, err := client.Chat.Completions.New(ctx, chatParams(secret), option.WithRequestBody("application/json",
+				[]byte(`{"model":"`+testModel+`","messages":[{"role":"user","content":"`+secret+`"}],"temperature":NaN}`)))
+			return err
+		}, "temperature", "must be a number between 0 and 2 (NaN is not a number)"},
+		{"responses: max_output_tokens 0", func() error {
+			_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(secret)}, MaxOutputTokens: openai.Int(0)})
+			return err
+		}, "max_output_tokens", "must be between 1 and 1000000"},
+		{"responses: max_output_tokens 1e30", func() error {
+			_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(secret)}}, option.WithJSONSet("max_output_tokens", json.RawMessage("1e30")))
+			return err
+		}, "max_output_tokens", "must be between 1 and 1000000"},
+		{"responses: top_p Infinity", func() error {
+			_, err := client.Responses.New(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json",
+				[]byte(`{"model":"`+testModel+`","input":"`+secret+`","top_p":Infinity}`)))
+			return err
+		}, "top_p", "must be a number between 0 and 1 (Infinity is not a finite number)"},
+		{"embeddings: dimensions 1e30", func() error {
+			_, err := client.Embeddings.New(ctx, embeddingParams("embed-model", secret), option.WithJSONSet("dimensions", json.RawMessage("1e30")))
+			return err
+		}, "dimensions", "must be between 1 and 16384"},
+		{"embeddings: dimensions 2.5", func() error {
+			_, err := client.Embeddings.New(ctx, embeddingParams("embed-model", secret), option.WithJSONSet("dimensions", 2.5))
+			return err
+		}, "dimensions", "must be a whole number between 1 and 16384"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,6 +138,9 @@ func TestOpenAISDKErrorsNameTheField(t *testing.T) {
 			}
 			if strings.Contains(apiErr.RawJSON(), secret) || strings.Contains(apiErr.RawJSON(), "oracle") {
 				t.Errorf("the error quotes the request: %s", apiErr.RawJSON())
+			}
+			if goSpeak([]byte(apiErr.RawJSON())) && c.param != "seed" {
+				t.Errorf("the error speaks Go: %s", apiErr.RawJSON())
 			}
 		})
 	}

@@ -59,6 +59,35 @@ func TestHostileBodiesOnEveryEndpoint(t *testing.T) {
 			}
 		})
 	}
+	// Each endpoint's own numbers, out of range in every way a client
+	// can send: refused naming the field and its documented range, never
+	// in Go's terms (int64's range, a strconv or decoder error).
+	numbers := map[string]string{
+		"/v1/tasks":               "max_tokens",
+		"/v1/chat/completions":    "max_tokens",
+		"/v1/budgets/acme":        "total_micros",
+		"/v1/budgets/acme/topups": "amount_micros",
+		"/v1/owners/acme/privacy": "body_retention_days",
+		"/v1/limits/acme":         "requests_per_minute",
+	}
+	literals := []string{"-1", "1.5", "1e30", "9223372036854775808", "-9223372036854775809", "1e400", "NaN", "-Infinity", `"NaN"`, `"1e30"`, "true", "[1]"}
+	for _, ep := range endpoints {
+		field, ok := numbers[ep.path]
+		if !ok {
+			continue
+		}
+		for _, lit := range literals {
+			t.Run(ep.method+" "+ep.path+" "+field+" "+lit, func(t *testing.T) {
+				r := e.do(ep.method, ep.path, ep.key, []byte(`{"`+field+`":`+lit+`}`), map[string]string{"Idempotency-Key": "hostile"})
+				if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), field+" must be ") {
+					t.Errorf("%d %s, want a 400 saying %q", r.status, truncate(r.body), field+" must be ...")
+				}
+				if goSpeak(r.body) {
+					t.Errorf("speaks Go: %s", truncate(r.body))
+				}
+			})
+		}
+	}
 	e.checkNothingWritten()
 }
 

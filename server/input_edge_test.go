@@ -9,9 +9,23 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/tasks"
 )
+
+// goSpeak reports whether a public answer speaks in Go's terms rather
+// than the API's: a Go field path, a Go type, int64's range or a strconv
+// error.
+func goSpeak(body []byte) bool {
+	for _, w := range []string{"Request.", "int64", "9223372036854775807", "strconv", "json: ", "invalid character"} {
+		if strings.Contains(string(body), w) {
+			return true
+		}
+	}
+	return false
+}
 
 // Numbers are JSON numbers, not Go types: an integral 1.0 or 1e3 is a
 // whole number, a fraction or an out-of-range one is refused naming the
@@ -42,17 +56,48 @@ func TestNumbersFieldNamesAndWaitsAtTheEdge(t *testing.T) {
 		t.Errorf("stored max_tokens = %d (%v), want 1000", maxTokens, err)
 	}
 
-	refused := []struct{ name, body, field string }{
-		{"max_tokens fraction", `{` + msgs + `,"max_tokens":1.5}`, "max_tokens"},
-		{"max_tokens beyond int64", `{` + msgs + `,"max_tokens":1e20}`, "max_tokens"},
-		{"metadata 1e999999", `{` + msgs + `,"metadata":{"n":1e999999}}`, "metadata.n"},
-		{"metadata 1e-999999", `{` + msgs + `,"metadata":{"n":1e-999999}}`, "metadata.n"},
-		{"metadata nested 1e400", `{` + msgs + `,"metadata":{"a":[{"b":1e400}]}}`, "metadata.a[0].b"},
-		{"case variant MAX_TOKENS", `{` + msgs + `,"max_tokens":16,"MAX_TOKENS":1000000}`, "MAX_TOKENS"},
-		{"case variant with the Kelvin sign", `{` + msgs + `,"max_to` + "\u212a" + `ens":16}`, `["max_to` + "\u212a" + `ens"]`},
-		{"case variant in a message", `{"messages":[{"role":"user","content":"hi","Content":"x"}]}`, "messages[0].Content"},
-		{"NUL in content", `{"messages":[{"role":"user","content":"a\u0000b"}]}`, "messages[0].content"},
-		{"NUL in a metadata key", `{` + msgs + `,"metadata":{"a\u0000":1}}`, `metadata["a\x00"]`},
+	// msg, when given, is the whole reason: the range the API documents,
+	// whatever the number, never Go's int64 range or a decoder's words.
+	const tokens, deadline = "must be between 1 and 1000000", "must be between 1 and 604800 seconds"
+	refused := []struct{ name, body, field, msg string }{
+		{"max_tokens fraction", `{` + msgs + `,"max_tokens":1.5}`, "max_tokens", "must be a whole number between 1 and 1000000"},
+		{"max_tokens beyond int64", `{` + msgs + `,"max_tokens":1e20}`, "max_tokens", tokens},
+		{"max_tokens 0", `{` + msgs + `,"max_tokens":0}`, "max_tokens", tokens},
+		{"max_tokens 0.0", `{` + msgs + `,"max_tokens":0.0}`, "max_tokens", tokens},
+		{"max_tokens -1", `{` + msgs + `,"max_tokens":-1}`, "max_tokens", tokens},
+		{"max_tokens 1e30", `{` + msgs + `,"max_tokens":1e30}`, "max_tokens", tokens},
+		{"max_tokens int64's maximum + 1", `{` + msgs + `,"max_tokens":9223372036854775808}`, "max_tokens", tokens},
+		{"max_tokens int64's minimum - 1", `{` + msgs + `,"max_tokens":-9223372036854775809}`, "max_tokens", tokens},
+		{"max_tokens 1e999999", `{` + msgs + `,"max_tokens":1e999999}`, "max_tokens", tokens},
+		{"max_tokens as a string", `{` + msgs + `,"max_tokens":"16"}`, "max_tokens", "must be a whole number between 1 and 1000000, not a string"},
+		{"max_tokens NaN as a string", `{` + msgs + `,"max_tokens":"NaN"}`, "max_tokens", "must be a whole number between 1 and 1000000, not a string (NaN is not a number)"},
+		{"max_tokens NaN", `{` + msgs + `,"max_tokens":NaN}`, "max_tokens", "must be a whole number between 1 and 1000000 (NaN is not a number)"},
+		{"max_completion_tokens 0", `{` + msgs + `,"max_completion_tokens":0}`, "max_completion_tokens", tokens},
+		{"deadline_s 0", `{` + msgs + `,"deadline_s":0}`, "deadline_s", deadline},
+		{"deadline_s 1e30", `{` + msgs + `,"deadline_s":1e30}`, "deadline_s", deadline},
+		{"deadline_s 1.5", `{` + msgs + `,"deadline_s":1.5}`, "deadline_s", "must be a whole number between 1 and 604800 seconds"},
+		{"deadline_s -Infinity", `{` + msgs + `,"deadline_s":-Infinity}`, "deadline_s", "must be a whole number between 1 and 604800 seconds (-Infinity is not a finite number)"},
+		{"temperature NaN", `{` + msgs + `,"temperature":NaN}`, "temperature", "must be a number between 0 and 2 (NaN is not a number)"},
+		{"temperature Infinity", `{` + msgs + `,"temperature":Infinity}`, "temperature", "must be a number between 0 and 2 (Infinity is not a finite number)"},
+		{"temperature Infinity as a string", `{` + msgs + `,"temperature":"Infinity"}`, "temperature", "must be a number between 0 and 2, not a string (Infinity is not a finite number)"},
+		{"temperature 1e400", `{` + msgs + `,"temperature":1e400}`, "temperature", "must be between 0 and 2"},
+		{"top_p -1e400", `{` + msgs + `,"top_p":-1e400}`, "top_p", "must be between 0 and 1"},
+		{"n 0", `{` + msgs + `,"n":0}`, "n", "must be between 1 and 128"},
+		{"top_k 1e30", `{` + msgs + `,"top_k":1e30}`, "top_k", "must be between 0 and 1000000"},
+		{"top_logprobs 1e30", `{` + msgs + `,"logprobs":true,"top_logprobs":1e30}`, "top_logprobs", "must be between 0 and 20"},
+		{"presence_penalty 1e400", `{` + msgs + `,"presence_penalty":1e400}`, "presence_penalty", "must be between -2 and 2"},
+		{"seed beyond OpenAI's range", `{` + msgs + `,"seed":9223372036854775808}`, "seed", "must be between -9223372036854775808 and 9223372036854775807"},
+		{"logit_bias 1e30", `{` + msgs + `,"logit_bias":{"5":1e30}}`, `logit_bias["5"]`, "must be between -100 and 100"},
+		{"thinking budget 1e30", `{` + msgs + `,"thinking":{"type":"enabled","budget_tokens":1e30}}`, "thinking.budget_tokens", "must be between 1024 and 999999"},
+		{"metadata 1e999999", `{` + msgs + `,"metadata":{"n":1e999999}}`, "metadata.n", ""},
+		{"metadata 1e-999999", `{` + msgs + `,"metadata":{"n":1e-999999}}`, "metadata.n", ""},
+		{"metadata nested 1e400", `{` + msgs + `,"metadata":{"a":[{"b":1e400}]}}`, "metadata.a[0].b", ""},
+		{"metadata NaN", `{` + msgs + `,"metadata":{"a":[NaN]}}`, "metadata.a[0]", "must be a finite JSON number (NaN is not a number)"},
+		{"case variant MAX_TOKENS", `{` + msgs + `,"max_tokens":16,"MAX_TOKENS":1000000}`, "MAX_TOKENS", ""},
+		{"case variant with the Kelvin sign", `{` + msgs + `,"max_to` + "\u212a" + `ens":16}`, `["max_to` + "\u212a" + `ens"]`, ""},
+		{"case variant in a message", `{"messages":[{"role":"user","content":"hi","Content":"x"}]}`, "messages[0].Content", ""},
+		{"NUL in content", `{"messages":[{"role":"user","content":"a\u0000b"}]}`, "messages[0].content", ""},
+		{"NUL in a metadata key", `{` + msgs + `,"metadata":{"a\u0000":1}}`, `metadata["a\x00"]`, ""},
 	}
 	for i, c := range refused {
 		r := e.post(key, fmt.Sprintf("bad-%d", i), []byte(c.body), nil)
@@ -67,9 +112,18 @@ func TestNumbersFieldNamesAndWaitsAtTheEdge(t *testing.T) {
 		_ = json.Unmarshal(r.body, &p)
 		if len(p.Errors) == 0 || p.Errors[0].Field != c.field {
 			t.Errorf("%s: errors %+v, want field %q", c.name, p.Errors, c.field)
+			continue
 		}
-		if strings.Contains(string(r.body), "Request.") || strings.Contains(string(r.body), "int64") && !strings.Contains(c.name, "int64") {
-			t.Errorf("%s: a Go name in a public message: %s", c.name, r.body)
+		if c.msg != "" {
+			if diff := cmp.Diff(tasks.FieldError{Field: c.field, Message: c.msg}, p.Errors[0]); diff != "" {
+				t.Errorf("%s: mismatch (-want +got):\n%s", c.name, diff)
+			}
+			if want := c.field + " " + c.msg + "."; p.Detail != want {
+				t.Errorf("%s: detail %q, want %q", c.name, p.Detail, want)
+			}
+		}
+		if goSpeak(r.body) && c.field != "seed" {
+			t.Errorf("%s: a Go name or range in a public message: %s", c.name, r.body)
 		}
 	}
 

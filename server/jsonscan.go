@@ -65,7 +65,7 @@ const (
 func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, map[string]json.RawMessage, error) {
 	s := &scanner{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw)), mode: mode}
 	s.dec.UseNumber()
-	if err := s.value(t, root, 0); err != nil {
+	if err := s.value(t, root, 0, nil); err != nil {
 		return nil, nil, err
 	}
 	if _, err := s.dec.Token(); err != io.EOF {
@@ -104,13 +104,21 @@ type scanner struct {
 	extra map[string]json.RawMessage // scanLenient: the top level's unknown members
 }
 
-// token reads the next token, remembering where it starts.
+// token reads the next token, remembering where it starts. A NaN or an
+// Infinity where a value belongs is a *nonNumber, so that it is called
+// what it is rather than a syntax error.
 func (s *scanner) token() (json.Token, []byte, error) {
 	start := int(s.dec.InputOffset())
 	tok, err := s.dec.Token()
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
+		}
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			if word := nonNumberAt(s.raw[start:]); word != "" {
+				return nil, nil, &nonNumber{word: word}
+			}
 		}
 		return nil, nil, err
 	}
@@ -163,85 +171,112 @@ var shapes = map[reflect.Type]shape{
 	reflect.TypeFor[antContent]():          {text: true, elem: reflect.TypeFor[antBlock](), what: "a string or an array of content blocks"},
 }
 
-// value checks one JSON value bound for t at path.
-func (s *scanner) value(t reflect.Type, path string, depth int) error {
+// value checks one JSON value bound for t at path; b, when not nil, is
+// the range the API documents for the numbers of the field it belongs to.
+func (s *scanner) value(t reflect.Type, path string, depth int, b *bound) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	sh, shaped := shapes[t]
-	if shaped || freeForm(t) {
+	var sh *shape
+	if found, ok := shapes[t]; ok {
+		sh = &found
+	}
+	if sh != nil || freeForm(t) {
 		t = nil
 	}
 	tok, rawTok, err := s.token()
-	if err != nil {
+	var nn *nonNumber
+	switch {
+	case errors.As(err, &nn):
+		return nn.at(path, b)
+	case err != nil:
 		return syntaxAt(err, path)
+	case tok == nil:
+		return nil // null leaves any field as it was, as encoding/json does
+	case b != nil && numeric(t):
+		if n, ok := tok.(json.Number); ok {
+			return s.number(n, t, path, b)
+		}
+		return b.kindErr(path, tok)
 	}
 	switch v := tok.(type) {
-	case nil:
-		return nil // null leaves any field as it was, as encoding/json does
 	case json.Delim:
-		if depth >= maxJSONDepth {
-			return fieldErr(path, fmt.Sprintf("is nested deeper than %d levels", maxJSONDepth))
+		return s.container(v, t, sh, path, depth, b)
+	case json.Number:
+		if sh != nil {
+			return fieldErr(path, "must be "+sh.what)
 		}
-		if shaped {
-			if (v == '{' && sh.obj == nil) || (v == '[' && sh.elem == nil) {
-				return fieldErr(path, "must be "+sh.what)
-			}
-			t = sh.obj
-			if v == '[' {
-				t = reflect.SliceOf(sh.elem)
-			}
+		return s.number(v, t, path, nil)
+	}
+	return scalarProblem(tok, rawTok, t, sh, path)
+}
+
+// container checks the object or array that v opens, bound for t (or
+// the shape sh) at path, up to its closing delimiter.
+func (s *scanner) container(v json.Delim, t reflect.Type, sh *shape, path string, depth int, b *bound) error {
+	if depth >= maxJSONDepth {
+		return fieldErr(path, fmt.Sprintf("is nested deeper than %d levels", maxJSONDepth))
+	}
+	if sh != nil {
+		if (v == '{' && sh.obj == nil) || (v == '[' && sh.elem == nil) {
+			return fieldErr(path, "must be "+sh.what)
 		}
-		if v == '{' {
-			if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
-				return fieldErr(path, "must be "+kindName(t))
-			}
-			return s.object(t, path, depth+1)
+		t = sh.obj
+		if v == '[' {
+			t = reflect.SliceOf(sh.elem)
 		}
-		if t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+	}
+	if v == '{' {
+		if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
 			return fieldErr(path, "must be "+kindName(t))
 		}
-		var elem reflect.Type
-		if t != nil {
-			elem = t.Elem()
+		return s.object(t, path, depth+1, b)
+	}
+	if t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+		return fieldErr(path, "must be "+kindName(t))
+	}
+	var elem reflect.Type
+	if t != nil {
+		elem = t.Elem()
+	}
+	for i := 0; s.dec.More(); i++ {
+		if err := s.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1, b); err != nil {
+			return err
 		}
-		for i := 0; s.dec.More(); i++ {
-			if err := s.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
-				return err
-			}
-		}
-		_, _, err := s.token() // ']'
-		return syntaxAt(err, path)
+	}
+	_, _, err := s.token() // ']'
+	return syntaxAt(err, path)
+}
+
+// scalarProblem checks a string or a boolean token bound for t (or the
+// shape sh) at path.
+func scalarProblem(tok json.Token, rawTok []byte, t reflect.Type, sh *shape, path string) error {
+	switch v := tok.(type) {
 	case string:
 		if msg := stringProblem(v, rawTok); msg != "" {
 			return fieldErr(path, msg)
 		}
-		if shaped && !sh.text {
+		if sh != nil && !sh.text {
 			return fieldErr(path, "must be "+sh.what)
 		}
 		if t != nil && t.Kind() != reflect.String {
 			return fieldErr(path, "must be "+kindName(t))
 		}
 	case bool:
-		if shaped {
+		if sh != nil {
 			return fieldErr(path, "must be "+sh.what)
 		}
 		if t != nil && t.Kind() != reflect.Bool {
 			return fieldErr(path, "must be "+kindName(t))
 		}
-	case json.Number:
-		if shaped {
-			return fieldErr(path, "must be "+sh.what)
-		}
-		return s.number(v, t, path)
 	}
 	return nil
 }
 
 // object checks the members of an object bound for t (a struct, a map or
-// nil) up to its closing brace.
-func (s *scanner) object(t reflect.Type, path string, depth int) error {
-	var fields map[string]reflect.Type
+// nil) up to its closing brace; b is the map's bound, handed to its values.
+func (s *scanner) object(t reflect.Type, path string, depth int, b *bound) error {
+	var fields map[string]jsonField
 	if t != nil && t.Kind() == reflect.Struct {
 		fields = jsonFields(t)
 	}
@@ -253,6 +288,11 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 		}
 		key, _ := tok.(string)
 		kp := joinPath(path, key)
+		if b != nil && !strings.HasSuffix(kp, "]") {
+			// A bounded map's keys are data (logit_bias's token ids),
+			// named as tasks.Validate names them.
+			kp = path + "[" + strconv.Quote(key) + "]"
+		}
 		if msg := stringProblem(key, rawTok); msg != "" {
 			return fieldErr(kp, "has a name that "+msg)
 		}
@@ -262,14 +302,15 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 		}
 		seen[key] = true
 		var child reflect.Type
+		var cb *bound
 		switch {
 		case t == nil:
 		case t.Kind() == reflect.Map:
-			child = t.Elem()
+			child, cb = t.Elem(), b
 		default:
-			ft, ok := fields[key]
+			f, ok := fields[key]
 			if ok {
-				child = ft
+				child, cb = f.typ, boundOf(f)
 				break
 			}
 			for name := range fields {
@@ -285,7 +326,7 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 				return badRequest(fmt.Sprintf("Unknown field %q.", kp), tasks.FieldError{Field: kp, Message: "unknown field"})
 			}
 			start := int(s.dec.InputOffset())
-			if err := s.value(nil, kp, depth); err != nil {
+			if err := s.value(nil, kp, depth, nil); err != nil {
 				return err
 			}
 			if s.extra == nil {
@@ -295,7 +336,7 @@ func (s *scanner) object(t reflect.Type, path string, depth int) error {
 			s.extra[key] = bytes.TrimLeft(s.raw[start:s.dec.InputOffset()], " \t\r\n:")
 			continue
 		}
-		if err := s.value(child, kp, depth); err != nil {
+		if err := s.value(child, kp, depth, cb); err != nil {
 			return err
 		}
 	}
@@ -317,16 +358,26 @@ func syntaxAt(err error, path string) error {
 		tasks.FieldError{Field: path, Message: "is not valid JSON here (a raw control character, such as NUL, must be escaped)"})
 }
 
-// number checks a number literal, and for an integer field rewrites an
-// integral one ("1.0", "1e3") as the plain integer encoding/json accepts.
-func (s *scanner) number(n json.Number, t reflect.Type, path string) error {
+// number checks a number literal against b, the range the API documents
+// for its field (nil for a free-form value), and for an integer field
+// rewrites an integral one ("1.0", "1e3") as the plain integer
+// encoding/json accepts.
+func (s *scanner) number(n json.Number, t reflect.Type, path string, b *bound) error {
 	lit := string(n)
-	mant, exp, ok := splitNumber(lit)
-	if !ok || len(lit) > maxNumberLen {
+	r, ok := exactNumber(lit)
+	switch {
+	case !ok && b != nil:
+		return b.err(path, true)
+	case !ok:
 		return fieldErr(path, fmt.Sprintf("must be a number of at most %d characters with an exponent of at most %d", maxNumberLen, maxExponent))
-	}
-	if f, err := strconv.ParseFloat(lit, 64); err != nil || math.IsInf(f, 0) {
-		return fieldErr(path, "must be a number within ±1.7976931348623157e308")
+	case b != nil:
+		if !b.holds(r) {
+			return b.err(path, r.IsInt() || !b.whole)
+		}
+	default:
+		if f, err := strconv.ParseFloat(lit, 64); err != nil || math.IsInf(f, 0) {
+			return fieldErr(path, "must be a number within ±1.7976931348623157e308")
+		}
 	}
 	if t == nil {
 		return nil
@@ -345,25 +396,37 @@ func (s *scanner) number(n json.Number, t reflect.Type, path string) error {
 	default:
 		return fieldErr(path, "must be "+kindName(t))
 	}
-	whole := fmt.Sprintf("must be a whole number from %s to %s", lo, hi)
-	r, ok := new(big.Rat).SetString(mant)
-	if !ok {
-		return fieldErr(path, whole)
+	// Every integer field has a documented bound (fieldBounds) within its
+	// Go type; these are the fallbacks, which name no Go range.
+	if !r.IsInt() {
+		return fieldErr(path, "must be a whole number")
 	}
-	scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(exp))), nil))
-	if exp < 0 {
-		r.Quo(r, scale)
-	} else {
-		r.Mul(r, scale)
-	}
-	if !r.IsInt() || r.Num().Cmp(lo) < 0 || r.Num().Cmp(hi) > 0 {
-		return fieldErr(path, whole)
+	if r.Num().Cmp(lo) < 0 || r.Num().Cmp(hi) > 0 {
+		return fieldErr(path, "is out of range")
 	}
 	if canon := r.Num().String(); canon != lit {
 		end := int(s.dec.InputOffset())
 		s.edits = append(s.edits, edit{start: end - len(lit), end: end, text: canon})
 	}
 	return nil
+}
+
+// exactNumber is the exact value of a JSON number literal, false for one
+// longer than maxNumberLen or with an exponent beyond ±maxExponent.
+func exactNumber(lit string) (*big.Rat, bool) {
+	mant, exp, ok := splitNumber(lit)
+	if !ok || len(lit) > maxNumberLen {
+		return nil, false
+	}
+	r, ok := new(big.Rat).SetString(mant)
+	if !ok {
+		return nil, false
+	}
+	scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(exp))), nil))
+	if exp < 0 {
+		return r.Quo(r, scale), true
+	}
+	return r.Mul(r, scale), true
 }
 
 // splitNumber splits a JSON number literal into its mantissa and its
@@ -463,14 +526,22 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// jsonFields maps each JSON member name of struct t to its Go type,
+// jsonField is one JSON member of a struct: its Go type, and the struct
+// that declares it under name (for fieldBounds).
+type jsonField struct {
+	typ   reflect.Type
+	owner reflect.Type
+	name  string
+}
+
+// jsonFields maps each JSON member name of struct t to its field,
 // following encoding/json's rules for tags and embedded structs (a
 // shallower field wins) without its case-insensitive fallback.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
+func jsonFields(t reflect.Type) map[string]jsonField {
+	out := map[string]jsonField{}
 	for level := []reflect.Type{t}; len(level) > 0; {
 		var next []reflect.Type
-		found := map[string]reflect.Type{}
+		found := map[string]jsonField{}
 		for _, st := range level {
 			for i := 0; i < st.NumField(); i++ {
 				f := st.Field(i)
@@ -494,12 +565,12 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 					name = f.Name
 				}
 				if _, shadowed := out[name]; !shadowed {
-					found[name] = f.Type
+					found[name] = jsonField{typ: f.Type, owner: st, name: name}
 				}
 			}
 		}
-		for name, ft := range found {
-			out[name] = ft
+		for name, f := range found {
+			out[name] = f
 		}
 		level = next
 	}

@@ -38,6 +38,9 @@ const (
 	MaxBetas = 32
 	// MinThinkingBudget is the smallest thinking budget Anthropic takes.
 	MinThinkingBudget = 1024
+	// MaxTopK bounds top_k: above any model's vocabulary, so it never
+	// narrows sampling, and a figure every provider can read.
+	MaxTopK = 1_000_000
 )
 
 // betaPattern is what an anthropic-beta value looks like
@@ -137,8 +140,8 @@ func (c *chatCheck) anthropic(ch provider.Chat) {
 			c.add(fmt.Sprintf("anthropic_beta[%d]", i), "must be 1-100 letters, digits, dots, underscores or dashes")
 		}
 	}
-	if k := ch.TopK; k != nil && *k < 0 {
-		c.add("top_k", "must not be negative")
+	if k := ch.TopK; k != nil && (*k < 0 || *k > MaxTopK) {
+		c.add("top_k", "must be between 0 and %d", MaxTopK)
 	}
 }
 
