@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate/tollgate/provider"
@@ -61,66 +60,64 @@ func decodeAnthropic(c echo.Context, limit int64, dst passthroughSink) error {
 	return decodeBytes(raw, dst, scanLenient, "")
 }
 
-// createMessage: POST /v1/messages.
-func createMessage(d *Deps) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		c.Response().Header().Set("request-id", antRequestID(c))
-		hdr, err := antHeaders(c.Request().Header)
-		if err != nil {
-			return err
-		}
-		var in antRequest
-		if err := decodeAnthropic(c, d.MaxBodyBytes, &in); err != nil {
-			return err
-		}
-		req, paths, err := in.task(hdr, false)
-		if err != nil {
-			return err
-		}
-		key := c.Request().Header.Get("Idempotency-Key")
-		keyed := key != ""
-		if keyed && !tasks.ValidIdempotencyKey(key) {
-			return antFieldError("Idempotency-Key", "must be 1-255 printable ASCII characters")
-		}
-		if !keyed {
-			key = "msg/" + uuid.NewString()
-		}
-		p := principalOf(c)
-		ctx := c.Request().Context()
-		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream, Await: !in.Stream})
-		if err != nil {
-			return paths.antFields(err)
-		}
-		setTaskHeaders(c, created)
-		if in.Stream && !created.Replayed {
-			return streamMessage(c, d, created)
-		}
-		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
-		if err != nil {
-			return err
-		}
-		switch {
-		case t.Status == tasks.StatusSucceeded && in.Stream:
-			// A replayed stream is rebuilt from the stored answer.
-			if _, err := antMessageOf(t); err != nil {
-				return err
-			}
-			s := newAntStream(c, t)
-			s.replay(t)
-			s.finish(t)
-			return nil
-		case t.Status == tasks.StatusSucceeded:
-			m, err := antMessageOf(t)
-			if err != nil {
-				return err
-			}
-			return c.JSON(http.StatusOK, m)
-		case t.Status.Final():
-			return failedTask(ctx, d, p.OwnerID, t)
-		}
-		return &taskPending{taskID: t.ID, keyed: keyed}
+// anthropicMessages is Anthropic's Messages dialect: POST /v1/messages.
+type anthropicMessages struct{ antErrors }
+
+// antCall is what answering a Messages call needs of its request: the
+// paths that name its fields in Anthropic's terms.
+type antCall struct{ paths antPaths }
+
+func (anthropicMessages) decode(c echo.Context, d *Deps) (antCall, admission, error) {
+	c.Response().Header().Set("request-id", antRequestID(c))
+	hdr, err := antHeaders(c.Request().Header)
+	if err != nil {
+		return antCall{}, admission{}, err
 	}
+	raw, err := readBody(c, d.MaxBodyBytes)
+	if err != nil {
+		return antCall{}, admission{}, err
+	}
+	return decodeMessages(raw, hdr)
+}
+
+// decodeMessages is a Messages body, with what its headers asked, as a
+// call and its admission.
+func decodeMessages(raw []byte, hdr antHeader) (antCall, admission, error) {
+	var in antRequest
+	if err := decodeBytes(raw, &in, scanLenient, ""); err != nil {
+		return antCall{}, admission{}, err
+	}
+	req, paths, err := in.task(hdr, false)
+	if err != nil {
+		return antCall{}, admission{}, err
+	}
+	return antCall{paths: paths}, admission{req: req, stream: in.Stream, keyPrefix: "msg/",
+		badKey: antFieldError("Idempotency-Key", "must be 1-255 printable ASCII characters")}, nil
+}
+
+func (anthropicMessages) refused(call antCall, err error) error { return call.paths.antFields(err) }
+
+func (anthropicMessages) answer(c echo.Context, _ *Deps, _ antCall, t tasks.Task) error {
+	m, err := antMessageOf(t)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, m)
+}
+
+func (anthropicMessages) streamLive(c echo.Context, d *Deps, _ antCall, created tasks.Created) error {
+	return streamMessage(c, d, created)
+}
+
+// streamStored rebuilds a replayed stream from the stored answer.
+func (anthropicMessages) streamStored(c echo.Context, _ *Deps, _ antCall, t tasks.Task) error {
+	if _, err := antMessageOf(t); err != nil {
+		return err
+	}
+	s := newAntStream(c, t)
+	s.replay(t)
+	s.finish(t)
+	return nil
 }
 
 // countTokens: POST /v1/messages/count_tokens, Tollgate's own estimate of

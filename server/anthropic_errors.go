@@ -175,8 +175,7 @@ func writeAnthropicError(c echo.Context, err error) int {
 	return a.status
 }
 
-// isAnthropicRoute reports whether errors on this route use Anthropic's
-// envelope.
-func isAnthropicRoute(c echo.Context) bool {
-	return c.Path() == "/v1/messages" || c.Path() == "/v1/messages/count_tokens"
-}
+// antErrors is Anthropic's error dialect.
+type antErrors struct{}
+
+func (antErrors) writeError(c echo.Context, err error) int { return writeAnthropicError(c, err) }

@@ -12,8 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/tollgate/tollgate/tasks"
 )
 
 // fuzzBodyLimit is small so that the fuzzer reaches the size limit too.
@@ -160,7 +158,7 @@ func exact(t *testing.T, body []byte, obj map[string]json.RawMessage, fields map
 }
 
 // FuzzDecodeChatCompletion feeds arbitrary bodies to the decoding of POST
-// /v1/chat/completions (decodeLenient, then the mapping to a task request
+// /v1/chat/completions (the chat dialect's decode, then the mapping to a task request
 // and its validation): only ever a 400 or 413, never a panic or another
 // status; an accepted body holds no NUL and binds no case variant of a
 // field (unknown fields are ignored there, case variants are not).
@@ -180,12 +178,8 @@ func FuzzDecodeChatCompletion(f *testing.F) {
 	e := echo.New()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-		var in oaiRequest
-		err := decodeLenient(e.NewContext(r, httptest.NewRecorder()), fuzzBodyLimit, &in)
-		var req tasks.Request
-		if err == nil {
-			req, err = in.task()
-		}
+		_, a, err := oaiChat{}.decode(e.NewContext(r, httptest.NewRecorder()), &Deps{MaxBodyBytes: fuzzBodyLimit})
+		req := a.req
 		if err == nil {
 			err = req.Validate()
 		}

@@ -77,49 +77,63 @@ func embeddingInput(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
-// embeddings: POST /v1/embeddings.
-func embeddings(d *Deps) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		raw, err := readBody(c, d.MaxBodyBytes)
-		if err != nil {
-			return err
+// oaiEmbeddings is OpenAI's embeddings dialect: POST /v1/embeddings,
+// answered whole, never streamed. A context a provider refuses is the
+// call's input.
+type oaiEmbeddings struct{ oaiErrors }
+
+func newOAIEmbeddings() oaiEmbeddings {
+	return oaiEmbeddings{oaiErrors{param: func(p string) string {
+		if p == "messages" {
+			return "input"
 		}
-		var in oaiEmbeddingRequest
-		if err := decodeBytes(raw, &in, scanStrict, ""); err != nil {
-			return err
-		}
-		req, err := in.task()
-		if err != nil {
-			return err
-		}
-		key, keyed, err := optionalKey(c, "embeddings/")
-		if err != nil {
-			return err
-		}
-		p := principalOf(c)
-		ctx := c.Request().Context()
-		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Await: true})
-		if err != nil {
-			return err
-		}
-		setTaskHeaders(c, created)
-		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
-		if err != nil {
-			return err
-		}
-		switch {
-		case t.Status == tasks.StatusSucceeded:
-			list, err := embeddingList(t, req.Embedding.EncodingFormat)
-			if err != nil {
-				return err
-			}
-			return c.JSON(http.StatusOK, list)
-		case t.Status.Final():
-			return failedTask(ctx, d, p.OwnerID, t)
-		}
-		return &taskPending{taskID: t.ID, keyed: keyed}
+		return p
+	}}}
+}
+
+// embeddingsCall is what answering an embeddings call needs of its
+// request: how its vectors travel.
+type embeddingsCall struct{ format string }
+
+func (oaiEmbeddings) decode(c echo.Context, d *Deps) (embeddingsCall, admission, error) {
+	raw, err := readBody(c, d.MaxBodyBytes)
+	if err != nil {
+		return embeddingsCall{}, admission{}, err
 	}
+	return decodeEmbeddings(raw)
+}
+
+// decodeEmbeddings is an embeddings body as a call and its admission.
+func decodeEmbeddings(raw []byte) (embeddingsCall, admission, error) {
+	var in oaiEmbeddingRequest
+	if err := decodeBytes(raw, &in, scanStrict, ""); err != nil {
+		return embeddingsCall{}, admission{}, err
+	}
+	req, err := in.task()
+	if err != nil {
+		return embeddingsCall{}, admission{}, err
+	}
+	return embeddingsCall{format: req.Embedding.EncodingFormat}, admission{req: req, keyPrefix: "embeddings/"}, nil
+}
+
+func (oaiEmbeddings) refused(_ embeddingsCall, err error) error { return err }
+
+func (oaiEmbeddings) answer(c echo.Context, _ *Deps, call embeddingsCall, t tasks.Task) error {
+	list, err := embeddingList(t, call.format)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, list)
+}
+
+// streamLive and streamStored are never called: an embeddings call asks
+// for no stream.
+func (oaiEmbeddings) streamLive(echo.Context, *Deps, embeddingsCall, tasks.Created) error {
+	return errNoStream
+}
+
+func (oaiEmbeddings) streamStored(echo.Context, *Deps, embeddingsCall, tasks.Task) error {
+	return errNoStream
 }
 
 // oaiEmbeddingList is OpenAI's embeddings answer.

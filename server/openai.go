@@ -15,49 +15,51 @@ import (
 // Tollgate and keeps working, and every call becomes a Tollgate task with
 // its reservation, classified failures and replay record.
 
-// chatCompletions: POST /v1/chat/completions.
-func chatCompletions(d *Deps) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		var in oaiRequest
-		if err := decodeLenient(c, d.MaxBodyBytes, &in); err != nil {
-			return err
-		}
-		req, err := in.task()
-		if err != nil {
-			return err
-		}
-		key, keyed, err := optionalKey(c, "chatcmpl/")
-		if err != nil {
-			return err
-		}
-		p := principalOf(c)
-		ctx := c.Request().Context()
-		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: in.Stream, Await: !in.Stream})
-		if err != nil {
-			return err
-		}
-		setTaskHeaders(c, created)
-		if in.Stream && !created.Replayed {
-			return streamCompletion(c, d, created, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
-		}
-		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
-		if err != nil {
-			return err
-		}
-		switch {
-		case t.Status == tasks.StatusSucceeded && in.Stream:
-			// A replayed streaming request gets the stored answer as a stream.
-			sse := newSSE(c)
-			sse.replay(t)
-			return sse.finish(t, in.StreamOptions != nil && in.StreamOptions.IncludeUsage)
-		case t.Status == tasks.StatusSucceeded:
-			return c.JSON(http.StatusOK, completionOf(t))
-		case t.Status.Final():
-			return failedTask(ctx, d, p.OwnerID, t)
-		}
-		return &taskPending{taskID: t.ID, keyed: keyed}
+// oaiChat is OpenAI's chat completions dialect: POST /v1/chat/completions.
+type oaiChat struct{ oaiErrors }
+
+// oaiChatCall is what answering a chat completion needs of its request.
+type oaiChatCall struct{ withUsage bool }
+
+func (oaiChat) decode(c echo.Context, d *Deps) (oaiChatCall, admission, error) {
+	raw, err := readBody(c, d.MaxBodyBytes)
+	if err != nil {
+		return oaiChatCall{}, admission{}, err
 	}
+	return decodeChatCompletion(raw)
+}
+
+// decodeChatCompletion is a chat completions body as a call and its
+// admission.
+func decodeChatCompletion(raw []byte) (oaiChatCall, admission, error) {
+	var in oaiRequest
+	if err := decodeBytes(raw, &in, scanLenient, ""); err != nil {
+		return oaiChatCall{}, admission{}, err
+	}
+	req, err := in.task()
+	if err != nil {
+		return oaiChatCall{}, admission{}, err
+	}
+	call := oaiChatCall{withUsage: in.StreamOptions != nil && in.StreamOptions.IncludeUsage}
+	return call, admission{req: req, stream: in.Stream, keyPrefix: "chatcmpl/"}, nil
+}
+
+func (oaiChat) refused(_ oaiChatCall, err error) error { return err }
+
+func (oaiChat) answer(c echo.Context, _ *Deps, _ oaiChatCall, t tasks.Task) error {
+	return writeJSON(c, completionOf(t))
+}
+
+func (oaiChat) streamLive(c echo.Context, d *Deps, call oaiChatCall, created tasks.Created) error {
+	return streamCompletion(c, d, created, call.withUsage)
+}
+
+// streamStored gives a replayed streaming request the stored answer as a
+// stream.
+func (oaiChat) streamStored(c echo.Context, _ *Deps, call oaiChatCall, t tasks.Task) error {
+	sse := newSSE(c)
+	sse.replay(t)
+	return sse.finish(t, call.withUsage)
 }
 
 // setTaskHeaders names the task that answers a call on a provider's
@@ -101,16 +103,6 @@ func optionalKey(c echo.Context, prefix string) (key string, keyed bool, err err
 			detail: "An Idempotency-Key must be 1-255 printable ASCII characters."}
 	}
 	return key, true, nil
-}
-
-// decodeLenient decodes a JSON body accepting unknown fields: OpenAI adds
-// fields all the time, and SDKs send them.
-func decodeLenient(c echo.Context, limit int64, dst any) error {
-	raw, err := readBody(c, limit)
-	if err != nil {
-		return err
-	}
-	return decodeBytes(raw, dst, scanLenient, "")
 }
 
 // modelsList: GET /v1/models in OpenAI's shape: the configured model names.

@@ -241,16 +241,21 @@ func (a oaiAnswer) body() map[string]any {
 // tries (0 on the first).
 const headerRetryCount = "X-Stainless-Retry-Count"
 
-// writeOAIError answers err in OpenAI's envelope with the retry headers
-// and returns the status it answered.
-func writeOAIError(c echo.Context, err error) int {
+// oaiErrors is OpenAI's error dialect. param, when not nil, renames the
+// field an error names in the chat's terms (a provider's refusal names
+// the chat it was sent) into the route's own.
+type oaiErrors struct{ param func(string) string }
+
+func (e oaiErrors) writeError(c echo.Context, err error) int { return writeOAIError(c, err, e.param) }
+
+// writeOAIError answers err in OpenAI's envelope with the retry headers,
+// its param renamed by rename when not nil, and returns the status it
+// answered.
+func writeOAIError(c echo.Context, err error, rename func(string) string) int {
 	tries, _ := strconv.Atoi(c.Request().Header.Get(headerRetryCount))
 	a := oaiAnswerOf(err, min(max(tries, 0), 100))
-	if isResponsesRoute(c.Path()) {
-		a.param = respField(a.param, nil) // a provider names the chat's fields
-	}
-	if c.Path() == "/v1/embeddings" && a.param == "messages" {
-		a.param = "input" // an embedding's context is its input
+	if rename != nil {
+		a.param = rename(a.param)
 	}
 	h := c.Response().Header()
 	if a.retryAfter > 0 {
@@ -264,14 +269,4 @@ func writeOAIError(c echo.Context, err error) int {
 	}
 	_ = writeErrorJSON(c, a.status, a.body())
 	return a.status
-}
-
-// isOpenAIRoute reports whether errors on this route use OpenAI's envelope.
-func isOpenAIRoute(c echo.Context) bool {
-	return c.Path() == "/v1/chat/completions" || c.Path() == "/v1/models" || c.Path() == "/v1/embeddings" || isResponsesRoute(c.Path())
-}
-
-// isResponsesRoute reports whether path is one of OpenAI's Responses API.
-func isResponsesRoute(path string) bool {
-	return path == "/v1/responses" || strings.HasPrefix(path, "/v1/responses/")
 }

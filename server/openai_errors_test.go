@@ -134,7 +134,7 @@ func TestOAIErrorHeaders(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			ctx := echo.New().NewContext(req, rec)
-			if got := writeOAIError(ctx, c.err); got != c.status || rec.Code != c.status {
+			if got := writeOAIError(ctx, c.err, nil); got != c.status || rec.Code != c.status {
 				t.Fatalf("status = %d (recorded %d), want %d", got, rec.Code, c.status)
 			}
 			a := oaiAnswerOf(c.err, 0)

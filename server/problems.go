@@ -202,11 +202,12 @@ func classify(err error) (status int, code, detail string, fields []tasks.FieldE
 	return http.StatusInternalServerError, "internal", "Something went wrong on our side; quote the trace_id to support.", nil
 }
 
-// errorHandler renders every error as problem+json (OpenAI's envelope on
-// the OpenAI-compatible routes, Anthropic's on the Anthropic routes). Every 5xx, whatever the route, is logged
+// errorHandler renders every error as problem+json, or in the dialect
+// its route registered (speaks: OpenAI's envelope on the OpenAI-compatible
+// routes, Anthropic's on the Anthropic routes). Every 5xx, whatever the route, is logged
 // as an error, in full, on our side, with the trace id the client is told
 // to quote.
-func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+func errorHandler(log *slog.Logger, speaks map[string]errorDialect) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			// Too late for a problem document (a stream broke mid-way);
@@ -219,12 +220,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if errors.As(err, &rl) {
 			setRateLimitHeaders(c.Response().Header(), &rl.Decision)
 		}
-		if isOpenAIRoute(c) {
-			logFailure(log, c, writeOAIError(c, err), err)
-			return
-		}
-		if isAnthropicRoute(c) {
-			logFailure(log, c, writeAnthropicError(c, err), err)
+		if dl := dialectOf(c, speaks); dl != nil {
+			logFailure(log, c, dl.writeError(c, err), err)
 			return
 		}
 		p := problemOf(err)

@@ -20,58 +20,59 @@ import (
 // that admitted it; it is retrieved, cancelled and deleted through the
 // task's own operations.
 
-// createResponse: POST /v1/responses.
-func createResponse(d *Deps) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		raw, err := readBody(c, d.MaxBodyBytes)
-		if err != nil {
-			return err
-		}
-		call, err := decodeResponsesRequest(raw)
-		if err != nil {
-			return err
-		}
-		key, keyed, err := optionalKey(c, "resp/")
-		if err != nil {
-			return err
-		}
-		p := principalOf(c)
-		ctx := c.Request().Context()
-		if err := continueFrom(ctx, d, p.OwnerID, &call); err != nil {
-			return err
-		}
-		req := call.req.Canonical()
-		if err := req.Validate(); err != nil {
-			return respFields(err, call.origins)
-		}
-		live := call.stream && !call.background
-		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: req, Inline: live, Await: !call.background && !live})
-		if err != nil {
-			return respFields(err, call.origins)
-		}
-		setTaskHeaders(c, created)
-		render := func(t tasks.Task) respObject { return renderResponse(context.WithoutCancel(ctx), d, t, req) }
-		switch {
-		case call.stream && (call.background || created.Replayed):
-			return streamStored(c, d, created.Task, -1, render)
-		case live:
-			return streamLive(c, d, created, render)
-		case call.background:
-			return c.JSON(http.StatusOK, render(created.Task))
-		}
-		t, err := awaitAnswer(ctx, d, p.OwnerID, created)
-		if err != nil {
-			return err
-		}
-		switch {
-		case t.Status == tasks.StatusSucceeded || t.Status == tasks.StatusCanceled:
-			return c.JSON(http.StatusOK, render(t))
-		case t.Status.Final():
-			return failedTask(ctx, d, p.OwnerID, t)
-		}
-		return &taskPending{taskID: t.ID, keyed: keyed}
+// oaiResponses is OpenAI's Responses dialect: POST /v1/responses. Its
+// errors name the Responses API's fields (respField).
+type oaiResponses struct{ oaiErrors }
+
+func newOAIResponses() oaiResponses {
+	return oaiResponses{oaiErrors{param: func(p string) string { return respField(p, nil) }}}
+}
+
+func (oaiResponses) decode(c echo.Context, d *Deps) (respCall, admission, error) {
+	raw, err := readBody(c, d.MaxBodyBytes)
+	if err != nil {
+		return respCall{}, admission{}, err
 	}
+	call, err := decodeResponsesRequest(raw)
+	if err != nil {
+		return respCall{}, admission{}, err
+	}
+	if err := continueFrom(c.Request().Context(), d, principalOf(c).OwnerID, &call); err != nil {
+		return respCall{}, admission{}, err
+	}
+	return admitResponse(call)
+}
+
+// admitResponse is call, its conversation complete, as the task request
+// admission is asked for.
+func admitResponse(call respCall) (respCall, admission, error) {
+	call.req = call.req.Canonical()
+	if err := call.req.Validate(); err != nil {
+		return respCall{}, admission{}, respFields(err, call.origins)
+	}
+	return call, admission{req: call.req, stream: call.stream, background: call.background, follows: true,
+		canceledAnswers: true, keyPrefix: "resp/"}, nil
+}
+
+func (oaiResponses) refused(call respCall, err error) error { return respFields(err, call.origins) }
+
+// render is the response of t, read in a context of its own: the client
+// may be gone and the answer is still written.
+func (oaiResponses) render(c echo.Context, d *Deps, call respCall) func(tasks.Task) respObject {
+	ctx := context.WithoutCancel(c.Request().Context())
+	return func(t tasks.Task) respObject { return renderResponse(ctx, d, t, call.req) }
+}
+
+func (r oaiResponses) answer(c echo.Context, d *Deps, call respCall, t tasks.Task) error {
+	return writeJSON(c, r.render(c, d, call)(t))
+}
+
+func (r oaiResponses) streamLive(c echo.Context, d *Deps, call respCall, created tasks.Created) error {
+	return streamLive(c, d, created, r.render(c, d, call))
+}
+
+func (r oaiResponses) streamStored(c echo.Context, d *Deps, call respCall, t tasks.Task) error {
+	return streamStored(c, d, t, -1, r.render(c, d, call))
 }
 
 // renderResponse is the response of task t, created from req; a failed

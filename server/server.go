@@ -102,7 +102,8 @@ func New(d Deps) *echo.Echo {
 	// Client addresses come from the connection, never from headers a
 	// client can forge (X-Forwarded-For): the auth-failure limit keys on it.
 	e.IPExtractor = echo.ExtractIPDirect()
-	e.HTTPErrorHandler = errorHandler(d.Logger)
+	speaks := map[string]errorDialect{} // filled by registerEndpoints, read-only once serving
+	e.HTTPErrorHandler = errorHandler(d.Logger, speaks)
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()
 	}
@@ -111,7 +112,7 @@ func New(d Deps) *echo.Echo {
 	// parameter, path segment or read header with a NUL or invalid UTF-8
 	// reaches a handler.
 	e.Use(traceID, logServerErrors(d.Logger), countRequests(d.Metrics), recoverPanics, checkParams)
-	registerEndpoints(e, &d)
+	registerEndpoints(e, &d, speaks)
 	mountConsole(e, &d)
 	return e
 }
