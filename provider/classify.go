@@ -495,14 +495,7 @@ func requestParam(s string) string {
 // first, a nested field after a dot. It returns -1 for anything else.
 func paramSegment(s string, i, known int) int {
 	if i < len(s) && s[i] == '[' {
-		j := i + 1
-		for j < len(s) && j-i <= 4 && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		if known == 0 || j == i+1 || j >= len(s) || s[j] != ']' {
-			return -1
-		}
-		return j + 1
+		return indexEnd(s, i, known)
 	}
 	j := i
 	for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] == '_') {
@@ -513,4 +506,17 @@ func paramSegment(s string, i, known int) int {
 		return -1
 	}
 	return j
+}
+
+// indexEnd returns where the index at s[i] ('[') ends: up to four digits
+// and ']', after a known name; -1 otherwise.
+func indexEnd(s string, i, known int) int {
+	j := i + 1
+	for j < len(s) && j-i <= 4 && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if known == 0 || j == i+1 || j >= len(s) || s[j] != ']' {
+		return -1
+	}
+	return j + 1
 }
