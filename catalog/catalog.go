@@ -283,64 +283,124 @@ func FromEnv(getenv func(string) string, prices map[string]budget.Price, deflt b
 	return &c, nil
 }
 
+// resolve validates c and fills what loading derives (credentials, provider
+// model names, the default model and price), phase by phase, so that the
+// first error names the first offending entry in file order.
 func (c *Catalog) resolve(getenv func(string) string) error {
-	if len(c.Providers) == 0 {
-		return errors.New("catalog: at least one provider is required")
+	kinds, err := c.resolveProviders(getenv)
+	if err != nil {
+		return err
 	}
-	keys := map[string]bool{}
+	names, err := c.resolveModels(kinds)
+	if err != nil {
+		return err
+	}
+	if err := c.checkFallbacks(names); err != nil {
+		return err
+	}
+	if err := c.resolveDefaultModel(names); err != nil {
+		return err
+	}
+	return c.resolveDefaultPrice()
+}
+
+// resolveProviders checks every provider, reads its credential and returns
+// each key's kind.
+func (c *Catalog) resolveProviders(getenv func(string) string) (map[string]string, error) {
+	if len(c.Providers) == 0 {
+		return nil, errors.New("catalog: at least one provider is required")
+	}
 	kinds := map[string]string{} // provider key -> kind
 	for i := range c.Providers {
 		p := &c.Providers[i]
-		where := fmt.Sprintf("catalog: providers[%d] (%q)", i, p.Key)
-		switch {
-		case !keyFormat.MatchString(p.Key):
-			return fmt.Errorf("%s: key must be 1-63 lowercase letters, digits, '_' or '-'", where)
-		case keys[p.Key]:
-			return fmt.Errorf("%s: duplicate key", where)
-		case p.Kind != "openai" && p.Kind != "anthropic" && p.Kind != "cloudflare":
-			return fmt.Errorf("%s: kind must be openai, anthropic or cloudflare, not %q", where, p.Kind)
-		case p.Kind == "cloudflare" && p.AccountID == "":
-			return fmt.Errorf("%s: cloudflare needs account_id (CLOUDFLARE_ACCOUNT_ID on the zero-config path)", where)
-		case p.MaxTokensParam != "" && p.MaxTokensParam != MaxTokens && p.MaxTokensParam != MaxCompletionTokens:
-			return fmt.Errorf("%s: max_tokens_param must be max_tokens or max_completion_tokens, not %q", where, p.MaxTokensParam)
-		case p.MaxTokensParam != "" && p.Kind != "openai":
-			return fmt.Errorf("%s: max_tokens_param applies to kind openai only; other kinds have one name for the output limit", where)
+		if err := p.check(kinds); err != nil {
+			return nil, fmt.Errorf("catalog: providers[%d] (%q): %w", i, p.Key, err)
 		}
-		keys[p.Key] = true
 		kinds[p.Key] = p.Kind
 		if p.APIKeyEnv != "" {
 			p.APIKey = getenv(p.APIKeyEnv)
 		}
 	}
+	return kinds, nil
+}
+
+// check refuses a provider entry whose key is malformed or already in
+// kinds, or whose kind and options do not go together.
+func (p Provider) check(kinds map[string]string) error {
+	_, dup := kinds[p.Key]
+	switch {
+	case !keyFormat.MatchString(p.Key):
+		return errors.New("key must be 1-63 lowercase letters, digits, '_' or '-'")
+	case dup:
+		return errors.New("duplicate key")
+	case p.Kind != "openai" && p.Kind != "anthropic" && p.Kind != "cloudflare":
+		return fmt.Errorf("kind must be openai, anthropic or cloudflare, not %q", p.Kind)
+	case p.Kind == "cloudflare" && p.AccountID == "":
+		return errors.New("cloudflare needs account_id (CLOUDFLARE_ACCOUNT_ID on the zero-config path)")
+	case p.MaxTokensParam != "" && p.MaxTokensParam != MaxTokens && p.MaxTokensParam != MaxCompletionTokens:
+		return fmt.Errorf("max_tokens_param must be max_tokens or max_completion_tokens, not %q", p.MaxTokensParam)
+	case p.MaxTokensParam != "" && p.Kind != "openai":
+		return errors.New("max_tokens_param applies to kind openai only; other kinds have one name for the output limit")
+	}
+	return nil
+}
+
+// resolveModels checks every model against the providers' kinds, defaults
+// its provider-side name and returns the models by name.
+func (c *Catalog) resolveModels(kinds map[string]string) (map[string]*Model, error) {
 	names := map[string]*Model{}
 	for i := range c.Models {
 		m := &c.Models[i]
-		where := fmt.Sprintf("catalog: models[%d] (%q)", i, m.Name)
-		if err := m.checkNames(); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		switch {
-		case names[m.Name] != nil:
-			return fmt.Errorf("%s: duplicate name", where)
-		case !keys[m.Provider]:
-			return fmt.Errorf("%s: provider %q is not a provider key", where, m.Provider)
-		case m.Price().Valid() != nil:
-			return fmt.Errorf("%s: prices must be integers from 0 to %d micros per 1M tokens (larger ones overflow a cost)", where, budget.MaxPricePerMTok)
-		case m.ContextWindow < 0 || int64(m.ContextWindow) > budget.MaxUsageTokens:
-			return fmt.Errorf("%s: context_window must be from 0 (unknown) to %d tokens", where, budget.MaxUsageTokens)
-		case m.MaxOutputTokens < 0 || int64(m.MaxOutputTokens) > budget.MaxUsageTokens:
-			return fmt.Errorf("%s: max_output_tokens must be from 0 (unknown) to %d tokens", where, budget.MaxUsageTokens)
-		case m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow:
-			return fmt.Errorf("%s: max_output_tokens (%d) exceeds context_window (%d)", where, m.MaxOutputTokens, m.ContextWindow)
-		}
-		if err := m.checkKind(kinds[m.Provider]); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+		if err := m.check(names, kinds); err != nil {
+			return nil, fmt.Errorf("catalog: models[%d] (%q): %w", i, m.Name, err)
 		}
 		if m.ProviderModel == "" {
 			m.ProviderModel = m.Name
 		}
 		names[m.Name] = m
 	}
+	return names, nil
+}
+
+// check refuses a model entry: bad names, a name already in names, a
+// provider not in kinds, limits out of range, or a kind its provider or
+// its other settings rule out.
+func (m Model) check(names map[string]*Model, kinds map[string]string) error {
+	if err := m.checkNames(); err != nil {
+		return err
+	}
+	providerKind, known := kinds[m.Provider]
+	switch {
+	case names[m.Name] != nil:
+		return errors.New("duplicate name")
+	case !known:
+		return fmt.Errorf("provider %q is not a provider key", m.Provider)
+	}
+	if err := m.checkLimits(); err != nil {
+		return err
+	}
+	return m.checkKind(providerKind)
+}
+
+// checkLimits refuses prices and token limits a cost or a reservation
+// cannot hold, and an output limit beyond the context window.
+func (m Model) checkLimits() error {
+	switch {
+	case m.Price().Valid() != nil:
+		return fmt.Errorf("prices must be integers from 0 to %d micros per 1M tokens (larger ones overflow a cost)", budget.MaxPricePerMTok)
+	case m.ContextWindow < 0 || int64(m.ContextWindow) > budget.MaxUsageTokens:
+		return fmt.Errorf("context_window must be from 0 (unknown) to %d tokens", budget.MaxUsageTokens)
+	case m.MaxOutputTokens < 0 || int64(m.MaxOutputTokens) > budget.MaxUsageTokens:
+		return fmt.Errorf("max_output_tokens must be from 0 (unknown) to %d tokens", budget.MaxUsageTokens)
+	case m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow:
+		return fmt.Errorf("max_output_tokens (%d) exceeds context_window (%d)", m.MaxOutputTokens, m.ContextWindow)
+	}
+	return nil
+}
+
+// checkFallbacks refuses a fallback that is not another listed model of
+// the same kind.
+func (c *Catalog) checkFallbacks(names map[string]*Model) error {
 	for _, m := range c.Models {
 		for _, f := range m.Fallback {
 			if names[f] == nil || f == m.Name {
@@ -351,9 +411,15 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 			}
 		}
 	}
-	for _, m := range c.Models {
-		if c.DefaultModel == "" && m.kind() == KindChat {
-			c.DefaultModel = m.Name // the first chat model
+	return nil
+}
+
+// resolveDefaultModel makes the first chat model the default when the
+// file names none, and refuses a default that cannot serve chat calls.
+func (c *Catalog) resolveDefaultModel(names map[string]*Model) error {
+	if c.DefaultModel == "" {
+		if i := slices.IndexFunc(c.Models, func(m Model) bool { return m.kind() == KindChat }); i >= 0 {
+			c.DefaultModel = c.Models[i].Name
 		}
 	}
 	if c.DefaultModel == "" {
@@ -362,12 +428,19 @@ func (c *Catalog) resolve(getenv func(string) string) error {
 	if err := CheckModelName(c.DefaultModel); err != nil {
 		return fmt.Errorf("catalog: default_model %q: %w", c.DefaultModel, err)
 	}
-	if names[c.DefaultModel] == nil && !c.PassThrough {
+	m := names[c.DefaultModel]
+	if m == nil && !c.PassThrough {
 		return fmt.Errorf("catalog: default_model %q is not a listed model", c.DefaultModel)
 	}
-	if m := names[c.DefaultModel]; m != nil && m.kind() != KindChat {
+	if m != nil && m.kind() != KindChat {
 		return fmt.Errorf("catalog: default_model %q is an embedding model; the default serves chat calls", c.DefaultModel)
 	}
+	return nil
+}
+
+// resolveDefaultPrice sets Tollgate's default price when the file gives
+// none, and refuses one out of range.
+func (c *Catalog) resolveDefaultPrice() error {
 	if c.DefaultInputMicrosPerMTok == 0 && c.DefaultOutputMicrosPerMTok == 0 {
 		c.DefaultInputMicrosPerMTok, c.DefaultOutputMicrosPerMTok = budget.DefaultPrice.InputPerMTok, budget.DefaultPrice.OutputPerMTok
 	}

@@ -58,6 +58,12 @@ func TestInvalidCatalogsNameTheProblem(t *testing.T) {
 		{"unknown fallback", okProvider + "models: [{name: m, provider: p, fallback: [x]}]\n", `fallback "x"`},
 		{"unknown field", okProvider + "modles: []\n", "modles"},
 		{"default not listed", okProvider + "models: [{name: m, provider: p}]\ndefault_model: z\n", `default_model "z"`},
+		{"duplicate model", okProvider + "models: [{name: m, provider: p}, {name: m, provider: p}]\n", `models[1] ("m"): duplicate name`},
+		{"fallback to itself", okProvider + "models: [{name: m, provider: p, fallback: [m]}]\n", `model "m": fallback "m" is not another listed model`},
+		{"no chat model for the default", okProvider + "models: [{name: e, provider: p, kind: embedding}]\n", "default_model is required"},
+		{"no model and no default", okProvider + "pass_through: true\n", "default_model is required"},
+		{"duplicate key after a good one", "providers: [{key: p, kind: openai}, {key: q, kind: anthropic}, {key: p, kind: anthropic}]\n", `providers[2] ("p"): duplicate key`},
+		{"model error names its index", okProvider + "models: [{name: a, provider: p}, {name: b, provider: p, context_window: -1}]\n", `models[1] ("b"): context_window must be`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

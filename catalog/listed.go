@@ -61,6 +61,21 @@ func (m *Model) fill(e Listed) {
 	if m.kind() == KindEmbedding {
 		return // an input price is all an embedding model has
 	}
+	m.fillOutputPrices(e, set)
+	m.fillLimits(e, set)
+	for _, f := range []struct {
+		key  string
+		dst  *bool
+		from bool
+	}{{"tools", &m.Tools, e.Tools}, {"vision", &m.Vision, e.Vision}, {"json_schema", &m.JSONSchema, e.JSONSchema}, {"reasoning", &m.Reasoning, e.ReasoningModel}} {
+		if !set(f.key) {
+			*f.dst = f.from
+		}
+	}
+}
+
+// fillOutputPrices sets the output and class prices the file does not.
+func (m *Model) fillOutputPrices(e Listed, set func(string) bool) {
 	if !set("output_micros_per_mtok") && e.Output != nil {
 		m.OutputMicrosPerMTok = *e.Output
 	}
@@ -78,6 +93,11 @@ func (m *Model) fill(e Listed) {
 			*p.dst = &v
 		}
 	}
+}
+
+// fillLimits sets the context window and output limit the file does not,
+// the list's output limit cut to the window so that the pair stays valid.
+func (m *Model) fillLimits(e Listed, set func(string) bool) {
 	if !set("context_window") && m.ContextWindow == 0 {
 		m.ContextWindow = e.ContextWindow
 	}
@@ -85,15 +105,6 @@ func (m *Model) fill(e Listed) {
 		m.MaxOutputTokens = e.MaxOutputTokens
 		if m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow {
 			m.MaxOutputTokens = m.ContextWindow
-		}
-	}
-	for _, f := range []struct {
-		key  string
-		dst  *bool
-		from bool
-	}{{"tools", &m.Tools, e.Tools}, {"vision", &m.Vision, e.Vision}, {"json_schema", &m.JSONSchema, e.JSONSchema}, {"reasoning", &m.Reasoning, e.ReasoningModel}} {
-		if !set(f.key) {
-			*f.dst = f.from
 		}
 	}
 }

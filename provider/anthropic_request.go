@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -203,32 +204,11 @@ func anthropicBody(c Chat) (messagesRequest, *Unsupported) {
 	return body, nil
 }
 
+// anthropicParams carries c's sampling and end user into body, or refuses
+// the first parameter Anthropic has no counterpart for.
 func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
-	switch {
-	case c.N > 1:
-		return anthropicRefuses("n", "Anthropic's Messages API answers one choice per call")
-	case len(c.LogitBias) > 0:
-		return anthropicRefuses("logit_bias", "Anthropic's Messages API has no logit_bias")
-	case c.Logprobs != nil && *c.Logprobs:
-		return anthropicRefuses("logprobs", "Anthropic's Messages API has no logprobs")
-	case c.TopLogprobs != nil:
-		return anthropicRefuses("top_logprobs", "Anthropic's Messages API has no logprobs")
-	case c.Seed != nil:
-		return anthropicRefuses("seed", "Anthropic's Messages API has no seed")
-	case c.PresencePenalty != nil && *c.PresencePenalty != 0:
-		return anthropicRefuses("presence_penalty", "Anthropic's Messages API has no presence_penalty")
-	case c.FrequencyPenalty != nil && *c.FrequencyPenalty != 0:
-		return anthropicRefuses("frequency_penalty", "Anthropic's Messages API has no frequency_penalty")
-	case c.Verbosity != "":
-		return anthropicRefuses("verbosity", "Anthropic's Messages API has no verbosity")
-	}
-	if len(c.Extra) > 0 {
-		keys := make([]string, 0, len(c.Extra))
-		for k := range c.Extra {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		return anthropicRefuses(keys[0], "Anthropic's Messages API has no "+keys[0])
+	if u := anthropicLacks(c); u != nil {
+		return u
 	}
 	switch {
 	case c.User != "" && c.SafetyIdentifier != "" && c.User != c.SafetyIdentifier:
@@ -244,6 +224,33 @@ func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
 	body.Temperature, body.TopP, body.TopK, body.CacheControl = c.Temperature, c.TopP, c.TopK, c.CacheControl
 	if len(c.Stop) > 0 {
 		body.StopSequences = c.Stop
+	}
+	return nil
+}
+
+// anthropicLacks refuses the first parameter of c the Messages API has
+// no field for, in the order of the table, then the first pass-through
+// field by name.
+func anthropicLacks(c Chat) *Unsupported {
+	for _, f := range []struct {
+		asks          bool
+		field, reason string
+	}{
+		{c.N > 1, "n", "Anthropic's Messages API answers one choice per call"},
+		{len(c.LogitBias) > 0, "logit_bias", "Anthropic's Messages API has no logit_bias"},
+		{c.Logprobs != nil && *c.Logprobs, "logprobs", "Anthropic's Messages API has no logprobs"},
+		{c.TopLogprobs != nil, "top_logprobs", "Anthropic's Messages API has no logprobs"},
+		{c.Seed != nil, "seed", "Anthropic's Messages API has no seed"},
+		{c.PresencePenalty != nil && *c.PresencePenalty != 0, "presence_penalty", "Anthropic's Messages API has no presence_penalty"},
+		{c.FrequencyPenalty != nil && *c.FrequencyPenalty != 0, "frequency_penalty", "Anthropic's Messages API has no frequency_penalty"},
+		{c.Verbosity != "", "verbosity", "Anthropic's Messages API has no verbosity"},
+	} {
+		if f.asks {
+			return anthropicRefuses(f.field, f.reason)
+		}
+	}
+	if keys := slices.Sorted(maps.Keys(c.Extra)); len(keys) > 0 {
+		return anthropicRefuses(keys[0], "Anthropic's Messages API has no "+keys[0])
 	}
 	return nil
 }
@@ -375,70 +382,104 @@ func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
 	return nil
 }
 
+// anthropicMessages translates the history into body's system blocks and
+// turns, one role at a time.
 func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
-		if m.Name != "" {
-			return anthropicRefuses(at+".name", "Anthropic's messages have no name")
+		if u := anthropicMessageFields(at, m); u != nil {
+			return u
 		}
-		switch {
-		case m.IsError && m.Role != "tool":
-			return anthropicRefuses(at+".is_error", "Anthropic's is_error belongs on a tool result")
-		case m.CacheControl != nil && m.Role != "tool":
-			return anthropicRefuses(at+".cache_control", "Anthropic takes cache_control on a message's blocks, not on the message")
-		}
+		// A message after a tool result joins the results' user turn.
+		afterTool := i > 0 && msgs[i-1].Role == "tool"
+		var u *Unsupported
 		switch m.Role {
 		case "system", "developer":
-			blocks, u := anthropicBlocks(at, m.Content, blocksSystem)
-			if u != nil {
-				return u
-			}
-			if m.Content.Parts == nil && m.Content.Text != "" {
-				blocks = []anthropicBlock{{Type: "text", Text: m.Content.Text}}
-			}
-			body.System = append(body.System, blocks...)
+			u = anthropicSystem(at, m, body)
 		case "user":
-			content, u := anthropicContent(at, m.Content, blocksUser)
-			if u != nil {
-				return u
-			}
-			if blocks, ok := content.([]anthropicBlock); ok && i > 0 && msgs[i-1].Role == "tool" {
-				// Text beside tool results, in the results' turn.
-				last := &body.Messages[len(body.Messages)-1]
-				last.Content = append(last.Content.([]anthropicBlock), blocks...)
-				continue
-			}
-			body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: content})
+			u = anthropicUser(at, m, afterTool, body)
 		case "assistant":
-			turn, u := anthropicAssistant(at, m)
-			if u != nil {
-				return u
+			var turn anthropicTurn
+			if turn, u = anthropicAssistant(at, m); u == nil {
+				body.Messages = append(body.Messages, turn)
 			}
-			body.Messages = append(body.Messages, turn)
 		case "tool":
-			if m.ToolCallID == "" {
-				return anthropicRefuses(at+".tool_call_id", "Anthropic's tool_result needs the id of the call it answers")
-			}
-			result, u := anthropicContent(at, m.Content, blocksUser)
-			if u != nil {
-				return u
-			}
-			block := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: result, IsError: m.IsError, CacheControl: m.CacheControl}
-			if s, ok := result.(string); ok && s == "" {
-				block.Content = nil
-			}
-			// Consecutive tool messages answer one assistant turn: their
-			// results travel together in one user message.
-			if i > 0 && msgs[i-1].Role == "tool" {
-				last := &body.Messages[len(body.Messages)-1]
-				last.Content = append(last.Content.([]anthropicBlock), block)
-				continue
-			}
-			body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: []anthropicBlock{block}})
+			u = anthropicToolResult(at, m, afterTool, body)
 		default:
-			return anthropicRefuses(at+".role", "Anthropic's Messages API has no role "+strconv.Quote(m.Role))
+			u = anthropicRefuses(at+".role", "Anthropic's Messages API has no role "+strconv.Quote(m.Role))
+		}
+		if u != nil {
+			return u
 		}
 	}
+	return nil
+}
+
+// anthropicMessageFields refuses a message's fields Anthropic has no
+// place for: a name, and is_error or cache_control off a tool result.
+func anthropicMessageFields(at string, m Message) *Unsupported {
+	switch {
+	case m.Name != "":
+		return anthropicRefuses(at+".name", "Anthropic's messages have no name")
+	case m.IsError && m.Role != "tool":
+		return anthropicRefuses(at+".is_error", "Anthropic's is_error belongs on a tool result")
+	case m.CacheControl != nil && m.Role != "tool":
+		return anthropicRefuses(at+".cache_control", "Anthropic takes cache_control on a message's blocks, not on the message")
+	}
+	return nil
+}
+
+// anthropicSystem appends a system or developer message to the system
+// blocks.
+func anthropicSystem(at string, m Message, body *messagesRequest) *Unsupported {
+	blocks, u := anthropicBlocks(at, m.Content, blocksSystem)
+	if u != nil {
+		return u
+	}
+	if m.Content.Parts == nil && m.Content.Text != "" {
+		blocks = []anthropicBlock{{Type: "text", Text: m.Content.Text}}
+	}
+	body.System = append(body.System, blocks...)
+	return nil
+}
+
+// anthropicUser appends a user turn; its blocks after a tool result join
+// the results' turn, as text beside them.
+func anthropicUser(at string, m Message, afterTool bool, body *messagesRequest) *Unsupported {
+	content, u := anthropicContent(at, m.Content, blocksUser)
+	if u != nil {
+		return u
+	}
+	if blocks, ok := content.([]anthropicBlock); ok && afterTool {
+		last := &body.Messages[len(body.Messages)-1]
+		last.Content = append(last.Content.([]anthropicBlock), blocks...)
+		return nil
+	}
+	body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: content})
+	return nil
+}
+
+// anthropicToolResult appends a tool message as a tool_result block.
+// Consecutive tool messages answer one assistant turn: their results
+// travel together in one user message.
+func anthropicToolResult(at string, m Message, afterTool bool, body *messagesRequest) *Unsupported {
+	if m.ToolCallID == "" {
+		return anthropicRefuses(at+".tool_call_id", "Anthropic's tool_result needs the id of the call it answers")
+	}
+	result, u := anthropicContent(at, m.Content, blocksUser)
+	if u != nil {
+		return u
+	}
+	block := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: result, IsError: m.IsError, CacheControl: m.CacheControl}
+	if s, ok := result.(string); ok && s == "" {
+		block.Content = nil
+	}
+	if afterTool {
+		last := &body.Messages[len(body.Messages)-1]
+		last.Content = append(last.Content.([]anthropicBlock), block)
+		return nil
+	}
+	body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: []anthropicBlock{block}})
 	return nil
 }
 

@@ -61,79 +61,132 @@ func (s *anthropicStreamState) emit(d Delta) {
 	}
 }
 
-// event handles one event; done reports message_stop.
+// event handles one event; done reports message_stop. Events of a type
+// Tollgate does not know (ping, future ones) are skipped.
 func (s *anthropicStreamState) event(data string) (done bool, err error) {
 	var ev anthropicEvent
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return false, malformed(http.StatusOK, err)
 	}
 	switch ev.Type {
-	case "message_start":
-		if ev.Message != nil {
-			s.model, s.usage, s.seen = ev.Message.Model, ev.Message.Usage, true
-		}
-	case "content_block_start":
-		s.blockStart(ev)
-	case "content_block_delta":
-		if ev.Delta == nil {
-			break
-		}
-		switch ev.Delta.Type {
-		case "text_delta":
-			if ev.Delta.Text != "" {
-				s.content.textDelta(ev.Delta.Text, false)
-				s.emit(Delta{Content: ev.Delta.Text})
-			}
-		case "thinking_delta":
-			if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Thinking != "" {
-				p.Thinking += ev.Delta.Thinking
-				s.emit(Delta{Thinking: ev.Delta.Thinking})
-			}
-		case "signature_delta":
-			if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Signature != "" {
-				p.Signature += ev.Delta.Signature
-				s.emit(Delta{Signature: ev.Delta.Signature})
-			}
-		case "input_json_delta":
-			n, ok := s.callOf[ev.Index]
-			if !ok {
-				return false, malformed(http.StatusOK, nil)
-			}
-			if ev.Delta.PartialJSON != "" {
-				s.calls[n].Function.Arguments += ev.Delta.PartialJSON
-				s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: ev.Delta.PartialJSON}})
-			}
-		}
-	case "content_block_stop":
-		// A call without arguments streams none; its arguments are the
-		// empty object, as in a whole answer.
-		if n, ok := s.callOf[ev.Index]; ok && s.calls[n].Function.Arguments == "" {
-			s.calls[n].Function.Arguments = "{}"
-			s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: "{}"}})
-		}
-	case "message_delta":
-		if ev.Delta != nil && ev.Delta.StopReason != "" {
-			s.finish, s.sequence = ev.Delta.StopReason, ev.Delta.StopSequence
-		}
-		if u := ev.Usage; u != nil {
-			s.seen = true
-			s.usage.OutputTokens = u.OutputTokens
-			if u.InputTokens != nil {
-				s.usage.InputTokens = *u.InputTokens
-			}
-			if u.CacheCreationInputTokens != nil {
-				s.usage.CacheCreationInputTokens = *u.CacheCreationInputTokens
-			}
-			if u.CacheReadInputTokens != nil {
-				s.usage.CacheReadInputTokens = *u.CacheReadInputTokens
-			}
-		}
 	case "message_stop":
 		return true, nil
 	case "error":
 		return false, ClassifyAnthropic(http.StatusInternalServerError, nil, []byte(data))
 	}
+	if h := anthropicEventHandlers[ev.Type]; h != nil {
+		return false, h(s, ev)
+	}
 	return false, nil
+}
+
+// anthropicEventHandlers handle the events that build the answer, by type.
+var anthropicEventHandlers = map[string]func(*anthropicStreamState, anthropicEvent) error{
+	"message_start":       (*anthropicStreamState).messageStart,
+	"content_block_start": func(s *anthropicStreamState, ev anthropicEvent) error { s.blockStart(ev); return nil },
+	"content_block_delta": (*anthropicStreamState).blockDelta,
+	"content_block_stop":  (*anthropicStreamState).blockStop,
+	"message_delta":       (*anthropicStreamState).messageDelta,
+}
+
+// anthropicDeltaHandlers handle a content block's deltas, by delta type.
+var anthropicDeltaHandlers = map[string]func(*anthropicStreamState, anthropicEvent) error{
+	"text_delta":       (*anthropicStreamState).textDelta,
+	"thinking_delta":   (*anthropicStreamState).thinkingDelta,
+	"signature_delta":  (*anthropicStreamState).signatureDelta,
+	"input_json_delta": (*anthropicStreamState).argumentsDelta,
+}
+
+func (s *anthropicStreamState) messageStart(ev anthropicEvent) error {
+	if ev.Message != nil {
+		s.model, s.usage, s.seen = ev.Message.Model, ev.Message.Usage, true
+	}
+	return nil
+}
+
+func (s *anthropicStreamState) blockDelta(ev anthropicEvent) error {
+	if ev.Delta == nil {
+		return nil
+	}
+	if h := anthropicDeltaHandlers[ev.Delta.Type]; h != nil {
+		return h(s, ev)
+	}
+	return nil
+}
+
+func (s *anthropicStreamState) textDelta(ev anthropicEvent) error {
+	if ev.Delta.Text != "" {
+		s.content.textDelta(ev.Delta.Text, false)
+		s.emit(Delta{Content: ev.Delta.Text})
+	}
+	return nil
+}
+
+func (s *anthropicStreamState) thinkingDelta(ev anthropicEvent) error {
+	if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Thinking != "" {
+		p.Thinking += ev.Delta.Thinking
+		s.emit(Delta{Thinking: ev.Delta.Thinking})
+	}
+	return nil
+}
+
+func (s *anthropicStreamState) signatureDelta(ev anthropicEvent) error {
+	if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Signature != "" {
+		p.Signature += ev.Delta.Signature
+		s.emit(Delta{Signature: ev.Delta.Signature})
+	}
+	return nil
+}
+
+// argumentsDelta appends to a tool call's arguments; a delta for a block
+// that is no tool call is malformed.
+func (s *anthropicStreamState) argumentsDelta(ev anthropicEvent) error {
+	n, ok := s.callOf[ev.Index]
+	if !ok {
+		return malformed(http.StatusOK, nil)
+	}
+	if ev.Delta.PartialJSON != "" {
+		s.calls[n].Function.Arguments += ev.Delta.PartialJSON
+		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: ev.Delta.PartialJSON}})
+	}
+	return nil
+}
+
+// blockStop closes a block. A call without arguments streams none; its
+// arguments are the empty object, as in a whole answer.
+func (s *anthropicStreamState) blockStop(ev anthropicEvent) error {
+	if n, ok := s.callOf[ev.Index]; ok && s.calls[n].Function.Arguments == "" {
+		s.calls[n].Function.Arguments = "{}"
+		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: "{}"}})
+	}
+	return nil
+}
+
+// messageDelta takes the stop reason and the usage so far; a count absent
+// from the delta keeps its value from message_start.
+func (s *anthropicStreamState) messageDelta(ev anthropicEvent) error {
+	if ev.Delta != nil && ev.Delta.StopReason != "" {
+		s.finish, s.sequence = ev.Delta.StopReason, ev.Delta.StopSequence
+	}
+	u := ev.Usage
+	if u == nil {
+		return nil
+	}
+	s.seen = true
+	s.usage.OutputTokens = u.OutputTokens
+	for _, c := range []struct {
+		dst  *tokenCount
+		from *tokenCount
+	}{
+		{&s.usage.InputTokens, u.InputTokens},
+		{&s.usage.CacheCreationInputTokens, u.CacheCreationInputTokens},
+		{&s.usage.CacheReadInputTokens, u.CacheReadInputTokens},
+	} {
+		if c.from != nil {
+			*c.dst = *c.from
+		}
+	}
+	return nil
 }
 
 // blockStart opens a content block: a tool call (relayed with its id and

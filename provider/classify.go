@@ -159,7 +159,25 @@ func decide(status int, f errorFields, wait time.Duration, exact dialect) (Class
 		return ClassExhausted, CodeRedirectRefused, true
 	}
 	msg := strings.ToLower(f.msg)
+	if class, code, ok := preciseFailure(status, f, msg, exact); ok {
+		return class, code, true
+	}
+	// 5xx means the server failed; only an explicit code says otherwise.
+	if status < 500 {
+		if class, code, ok := hintedFailure(status, msg, wait); ok {
+			return class, code, true
+		}
+		if class, code, ok := clientStatus(status); ok {
+			return class, code, false
+		}
+	}
+	return genericFailure(status, f, msg)
+}
 
+// preciseFailure decides by what names one failure exactly: a request
+// larger than any budget, or a code or type the dialect (exact) or every
+// dialect knows.
+func preciseFailure(status int, f errorFields, msg string, exact dialect) (Class, string, bool) {
 	// OpenAI answers a single request larger than the whole per-minute token
 	// budget with 429 rate_limit_exceeded, but waiting will never help.
 	if status < 500 && strings.Contains(msg, "request too large") {
@@ -169,49 +187,61 @@ func decide(status int, f errorFields, wait time.Duration, exact dialect) (Class
 	if !ok {
 		class, code, ok = sharedCode(f)
 	}
-	if ok {
-		// Exhausted is checked before a rate limit: Anthropic reports a
-		// spend limit as rate_limit_error, and waiting will not refill it.
-		if class == ClassThrottled && status < 500 && containsAny(msg, creditHints) {
-			return ClassExhausted, CodeInsufficientQuota, true
-		}
-		return class, code, true
-	}
-
-	// 5xx means the server failed; only an explicit code says otherwise.
-	if status < 500 {
-		switch {
-		case containsAny(msg, creditHints):
-			return ClassExhausted, CodeInsufficientQuota, true
-		case containsAny(msg, rateLimitHints):
-			return ClassThrottled, CodeRateLimited, true
-		case status == http.StatusTooManyRequests && wait > 0:
-			// A quota that comes back after a wait is a rate limit (Gemini
-			// says "exceeded your current quota ... retry in 38s").
-			return ClassThrottled, CodeRateLimited, true
-		case containsAny(msg, quotaHints):
-			return ClassExhausted, CodeInsufficientQuota, true
-		case containsAny(msg, contextHints):
-			return ClassRejected, CodeContextLength, true
-		case containsAny(msg, capacityHints):
-			return ClassTransient, CodeOverloaded, true
-		}
-		switch status {
-		case http.StatusPaymentRequired:
-			return ClassExhausted, CodeInsufficientQuota, false
-		case http.StatusRequestTimeout:
-			return ClassTransient, CodeRequestTimeout, false
-		case http.StatusTooManyRequests:
-			return ClassThrottled, CodeRateLimited, false
-		}
-	}
-
-	class, code, ok = genericCode(f.code)
 	if !ok {
-		class, code, ok = genericCode(f.typ)
+		return "", "", false
 	}
-	known := ok
-	if !ok {
+	// Exhausted is checked before a rate limit: Anthropic reports a
+	// spend limit as rate_limit_error, and waiting will not refill it.
+	if class == ClassThrottled && status < 500 && containsAny(msg, creditHints) {
+		return ClassExhausted, CodeInsufficientQuota, true
+	}
+	return class, code, true
+}
+
+// hintedFailure decides a client error by the words of its message, in
+// the order the cases list (credit before rate limit before quota).
+func hintedFailure(status int, msg string, wait time.Duration) (Class, string, bool) {
+	switch {
+	case containsAny(msg, creditHints):
+		return ClassExhausted, CodeInsufficientQuota, true
+	case containsAny(msg, rateLimitHints):
+		return ClassThrottled, CodeRateLimited, true
+	case status == http.StatusTooManyRequests && wait > 0:
+		// A quota that comes back after a wait is a rate limit (Gemini
+		// says "exceeded your current quota ... retry in 38s").
+		return ClassThrottled, CodeRateLimited, true
+	case containsAny(msg, quotaHints):
+		return ClassExhausted, CodeInsufficientQuota, true
+	case containsAny(msg, contextHints):
+		return ClassRejected, CodeContextLength, true
+	case containsAny(msg, capacityHints):
+		return ClassTransient, CodeOverloaded, true
+	}
+	return "", "", false
+}
+
+// clientStatus decides by the client-error statuses that mean one thing
+// whatever the body says.
+func clientStatus(status int) (Class, string, bool) {
+	switch status {
+	case http.StatusPaymentRequired:
+		return ClassExhausted, CodeInsufficientQuota, true
+	case http.StatusRequestTimeout:
+		return ClassTransient, CodeRequestTimeout, true
+	case http.StatusTooManyRequests:
+		return ClassThrottled, CodeRateLimited, true
+	}
+	return "", "", false
+}
+
+// genericFailure decides by a generic code or type, else by the status;
+// known reports whether a code or type decided.
+func genericFailure(status int, f errorFields, msg string) (class Class, code string, known bool) {
+	class, code, known = genericCode(f.code)
+	if !known {
+		class, code, known = genericCode(f.typ)
+	}
+	if !known {
 		class, code = byStatus(status)
 	}
 	if class == ClassExhausted && code == CodeForbidden && strings.Contains(msg, "model") {
@@ -451,28 +481,42 @@ func requestParam(s string) string {
 		if i > 0 && s[i] == '.' {
 			i++
 		}
-		if i < len(s) && s[i] == '[' {
-			j := i + 1
-			for j < len(s) && j-i <= 4 && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			if known == 0 || j == i+1 || j >= len(s) || s[j] != ']' {
-				break
-			}
-			i = j + 1
-			known = i
-			continue
-		}
-		j := i
-		for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] == '_') {
-			j++
-		}
-		name := s[i:j]
-		if known == 0 && !requestFields[name] || known > 0 && (!nestedFields[name] || s[i-1] != '.') {
+		end := paramSegment(s, i, known)
+		if end < 0 {
 			break
 		}
-		i = j
-		known = i
+		i, known = end, end
 	}
 	return s[:known]
+}
+
+// paramSegment returns where the segment of s at i ends when it extends
+// the known path s[:known]: an index ("[3]") after a name, a request field
+// first, a nested field after a dot. It returns -1 for anything else.
+func paramSegment(s string, i, known int) int {
+	if i < len(s) && s[i] == '[' {
+		return indexEnd(s, i, known)
+	}
+	j := i
+	for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] == '_') {
+		j++
+	}
+	name := s[i:j]
+	if known == 0 && !requestFields[name] || known > 0 && (!nestedFields[name] || s[i-1] != '.') {
+		return -1
+	}
+	return j
+}
+
+// indexEnd returns where the index at s[i] ('[') ends: up to four digits
+// and ']', after a known name; -1 otherwise.
+func indexEnd(s string, i, known int) int {
+	j := i + 1
+	for j < len(s) && j-i <= 4 && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if known == 0 || j == i+1 || j >= len(s) || s[j] != ']' {
+		return -1
+	}
+	return j + 1
 }

@@ -105,13 +105,40 @@ func unsupported(field, reason string) *Unsupported {
 }
 
 // workersAIBody translates chat into Workers AI's input, or returns the
-// *Unsupported for the first field it cannot carry.
+// *Unsupported for the first field it cannot carry: the messages, the
+// tools, the response format, then the parameters.
 func workersAIBody(chat Chat) (*workersAIRequest, error) {
 	msgs, err := workersAIMessages(chat.Messages)
 	if err != nil {
 		return nil, err
 	}
 	body := &workersAIRequest{Messages: msgs, MaxTokens: chat.OutputLimit()}
+	if body.Tools, err = workersAITools(chat); err != nil {
+		return nil, err
+	}
+	if body.ResponseFormat, err = workersAIResponseFormat(chat.ResponseFormat); err != nil {
+		return nil, err
+	}
+	p := chat.Params
+	body.Temperature, body.TopP, body.FrequencyPenalty, body.PresencePenalty = p.Temperature, p.TopP, p.FrequencyPenalty, p.PresencePenalty
+	body.TopK = p.TopK
+	if p.Seed != nil {
+		if *p.Seed < workersAIMinSeed || *p.Seed > workersAIMaxSeed {
+			return nil, unsupported("seed", "Workers AI takes a seed from 1 to 9999999999")
+		}
+		body.Seed = p.Seed
+	}
+	if err := workersAIUnsupported(chat); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// workersAITools translates chat's function tools, none when its tool
+// choice is none; Workers AI can neither force a call nor limit the model
+// to one.
+func workersAITools(chat Chat) ([]workersAITool, error) {
+	var tools []workersAITool
 	for i, t := range chat.Tools {
 		if t.Type != "function" {
 			return nil, unsupported(fmt.Sprintf("tools[%d].type", i), "Workers AI takes only function tools")
@@ -126,7 +153,7 @@ func workersAIBody(chat Chat) (*workersAIRequest, error) {
 		if !hasJSON(params) {
 			params = emptyParameters
 		}
-		body.Tools = append(body.Tools, workersAITool{Type: "function",
+		tools = append(tools, workersAITool{Type: "function",
 			Function: workersAIFunctionDef{Name: t.Function.Name, Description: t.Function.Description, Parameters: params}})
 	}
 	if tc := chat.ToolChoice; tc != nil {
@@ -134,71 +161,69 @@ func workersAIBody(chat Chat) (*workersAIRequest, error) {
 		case tc.Function != "" || tc.Mode == ToolChoiceRequired:
 			return nil, unsupported("tool_choice", "Workers AI cannot force a tool call")
 		case tc.Mode == ToolChoiceNone:
-			body.Tools = nil
+			tools = nil
 		}
 	}
 	if p := chat.ParallelToolCalls; p != nil && !*p {
 		return nil, unsupported("parallel_tool_calls", "Workers AI cannot limit the model to one tool call")
 	}
-	if f := chat.ResponseFormat; f != nil {
-		switch f.Type {
-		case FormatText, "":
-		case FormatJSONObject:
-			body.ResponseFormat = &workersAIFormat{Type: FormatJSONObject}
-		case FormatJSONSchema:
-			s := f.JSONSchema
-			switch {
-			case s != nil && s.Description != "":
-				return nil, unsupported("response_format.json_schema.description", "Workers AI takes no description of a JSON schema")
-			case s == nil || !hasJSON(s.Schema):
-				// A json_schema without a schema asks for any JSON.
-				body.ResponseFormat = &workersAIFormat{Type: FormatJSONObject}
-			default:
-				body.ResponseFormat = &workersAIFormat{Type: FormatJSONSchema, JSONSchema: s.Schema}
-			}
-		default:
-			return nil, unsupported("response_format.type", "Workers AI has no response format "+f.Type)
-		}
+	return tools, nil
+}
+
+// workersAIResponseFormat translates a response format, nil for text.
+func workersAIResponseFormat(f *ResponseFormat) (*workersAIFormat, error) {
+	if f == nil {
+		return nil, nil
 	}
+	switch f.Type {
+	case FormatText, "":
+		return nil, nil
+	case FormatJSONObject:
+		return &workersAIFormat{Type: FormatJSONObject}, nil
+	case FormatJSONSchema:
+		s := f.JSONSchema
+		switch {
+		case s != nil && s.Description != "":
+			return nil, unsupported("response_format.json_schema.description", "Workers AI takes no description of a JSON schema")
+		case s == nil || !hasJSON(s.Schema):
+			// A json_schema without a schema asks for any JSON.
+			return &workersAIFormat{Type: FormatJSONObject}, nil
+		}
+		return &workersAIFormat{Type: FormatJSONSchema, JSONSchema: s.Schema}, nil
+	}
+	return nil, unsupported("response_format.type", "Workers AI has no response format "+f.Type)
+}
+
+// workersAIUnsupported refuses the first field of chat Workers AI has no
+// counterpart for, in the order of the table, then the first pass-through
+// field by name.
+func workersAIUnsupported(chat Chat) error {
 	p := chat.Params
-	body.Temperature, body.TopP, body.FrequencyPenalty, body.PresencePenalty = p.Temperature, p.TopP, p.FrequencyPenalty, p.PresencePenalty
-	body.TopK = p.TopK
-	if p.Seed != nil {
-		if *p.Seed < workersAIMinSeed || *p.Seed > workersAIMaxSeed {
-			return nil, unsupported("seed", "Workers AI takes a seed from 1 to 9999999999")
+	for _, f := range []struct {
+		asks          bool
+		field, reason string
+	}{
+		{len(p.Stop) > 0, "stop", "Workers AI has no stop sequences"},
+		{len(p.LogitBias) > 0, "logit_bias", "Workers AI has no logit_bias"},
+		{p.Logprobs != nil && *p.Logprobs, "logprobs", "Workers AI returns no logprobs"},
+		{p.TopLogprobs != nil, "top_logprobs", "Workers AI returns no logprobs"},
+		{p.N > 1, "n", "Workers AI answers one choice per call"},
+		{p.User != "", "user", "Workers AI has no user"},
+		{p.SafetyIdentifier != "", "safety_identifier", "Workers AI has no safety_identifier"},
+		{p.ReasoningEffort != "", "reasoning_effort", "Workers AI has no reasoning_effort"},
+		{p.Verbosity != "", "verbosity", "Workers AI has no verbosity"},
+		{chat.Thinking.Asks(), "thinking", "Workers AI has no extended thinking"},
+		{chat.CacheControl != nil, "cache_control", "Workers AI has no cache_control"},
+		{len(chat.Betas) > 0, "anthropic_beta", "Workers AI has no anthropic-beta"},
+	} {
+		if f.asks {
+			return unsupported(f.field, f.reason)
 		}
-		body.Seed = p.Seed
-	}
-	switch {
-	case len(p.Stop) > 0:
-		return nil, unsupported("stop", "Workers AI has no stop sequences")
-	case len(p.LogitBias) > 0:
-		return nil, unsupported("logit_bias", "Workers AI has no logit_bias")
-	case p.Logprobs != nil && *p.Logprobs:
-		return nil, unsupported("logprobs", "Workers AI returns no logprobs")
-	case p.TopLogprobs != nil:
-		return nil, unsupported("top_logprobs", "Workers AI returns no logprobs")
-	case p.N > 1:
-		return nil, unsupported("n", "Workers AI answers one choice per call")
-	case p.User != "":
-		return nil, unsupported("user", "Workers AI has no user")
-	case p.SafetyIdentifier != "":
-		return nil, unsupported("safety_identifier", "Workers AI has no safety_identifier")
-	case p.ReasoningEffort != "":
-		return nil, unsupported("reasoning_effort", "Workers AI has no reasoning_effort")
-	case p.Verbosity != "":
-		return nil, unsupported("verbosity", "Workers AI has no verbosity")
-	case chat.Thinking.Asks():
-		return nil, unsupported("thinking", "Workers AI has no extended thinking")
-	case chat.CacheControl != nil:
-		return nil, unsupported("cache_control", "Workers AI has no cache_control")
-	case len(chat.Betas) > 0:
-		return nil, unsupported("anthropic_beta", "Workers AI has no anthropic-beta")
 	}
 	if keys := slices.Sorted(maps.Keys(chat.Extra)); len(keys) > 0 {
-		return nil, unsupported(keys[0], "Workers AI has no "+keys[0])
+		return unsupported(keys[0], "Workers AI has no "+keys[0])
 	}
-	return body, nil
+	return nil
 }
 
 // workersAIMessages translates the history, as Check describes.

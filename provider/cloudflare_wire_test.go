@@ -194,6 +194,17 @@ func TestWorkersAICheck(t *testing.T) {
 		{"schema description", base(func(c *provider.Chat) {
 			c.ResponseFormat = &provider.ResponseFormat{Type: "json_schema", JSONSchema: &provider.JSONSchema{Name: "a", Description: "An answer", Schema: json.RawMessage(`{}`)}}
 		}), &provider.Unsupported{Field: "response_format.json_schema.description", Reason: "Workers AI takes no description of a JSON schema"}},
+		{"tool of another type", base(func(c *provider.Chat) { c.Tools = []provider.Tool{{Type: "web_search"}} }),
+			&provider.Unsupported{Field: "tools[0].type", Reason: "Workers AI takes only function tools"}},
+		{"unknown response format", base(func(c *provider.Chat) { c.ResponseFormat = &provider.ResponseFormat{Type: "xml"} }),
+			&provider.Unsupported{Field: "response_format.type", Reason: "Workers AI has no response format xml"}},
+		{"thinking", base(func(c *provider.Chat) { c.Thinking = &provider.ThinkingConfig{Type: "enabled", BudgetTokens: 1024} }),
+			&provider.Unsupported{Field: "thinking", Reason: "Workers AI has no extended thinking"}},
+		{"tools before the response format and parameters", base(func(c *provider.Chat) {
+			c.Tools, c.ResponseFormat, c.N = []provider.Tool{{Type: "web_search"}}, &provider.ResponseFormat{Type: "xml"}, 2
+		}), &provider.Unsupported{Field: "tools[0].type", Reason: "Workers AI takes only function tools"}},
+		{"seed before the other parameters", base(func(c *provider.Chat) { c.Seed, c.Stop = ptr(int64(0)), provider.Stop{"x"} }),
+			&provider.Unsupported{Field: "seed", Reason: "Workers AI takes a seed from 1 to 9999999999"}},
 		{"messages before parameters", base(func(c *provider.Chat) {
 			c.N, c.LogitBias, c.Messages[0].Name = 3, map[string]int{"1": 1}, "sys"
 		}), &provider.Unsupported{Field: "messages[0].name", Reason: "Workers AI messages carry no name"}},

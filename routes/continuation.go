@@ -21,107 +21,137 @@ const MaxContinuation = tasks.MaxMessages - 2
 // provider. It returns an *InputError naming each field at fault
 // ("messages[1].tool_call_id"); nothing has been spent.
 func (r *Route) Continue(msgs []provider.Message) error {
-	var fe []FieldError
-	bad := func(field, msg string) { fe = append(fe, FieldError{field, msg}) }
 	if len(msgs) > MaxContinuation {
-		bad("messages", fmt.Sprintf("must hold at most %d messages", MaxContinuation))
-		return &InputError{Fields: fe}
+		return &InputError{Fields: []FieldError{{"messages", fmt.Sprintf("must hold at most %d messages", MaxContinuation)}}}
 	}
-	type call struct {
-		at       string // the field of its id
-		answered bool
-	}
-	calls := map[string]*call{} // every call of the continuation, by id
-	var pending []string        // ids of the last assistant message's calls not answered yet
-	unanswered := func(before string) {
-		for _, id := range pending {
-			if !calls[id].answered {
-				bad(calls[id].at, "has no tool message answering it"+before)
-			}
-		}
-		pending = nil
-	}
+	v := loopCheck{r: r, calls: map[string]*toolCall{}}
 	for i, m := range msgs {
-		at := fmt.Sprintf("messages[%d]", i)
-		if m.Role != "tool" {
-			unanswered(" before " + at)
-		}
-		switch m.Role {
-		case "user", "assistant", "tool":
-		case "system", "developer":
-			bad(at+".role", "the route's prompt is pinned: "+m.Role+" messages come from the route")
-			continue
-		default:
-			bad(at+".role", "must be user, assistant or tool")
-			continue
-		}
-		for j, p := range m.Content.Parts {
-			if p.Type != provider.PartText {
-				bad(fmt.Sprintf("%s.content[%d].type", at, j), "a route's continuation carries text parts only")
-			}
-		}
-		if m.Role != "assistant" {
-			if len(m.ToolCalls) > 0 {
-				bad(at+".tool_calls", "only an assistant message carries tool calls")
-			}
-			if m.Refusal != "" {
-				bad(at+".refusal", "only an assistant message carries a refusal")
-			}
-		}
-		if m.Role != "tool" && m.ToolCallID != "" {
-			bad(at+".tool_call_id", "only a tool message answers a tool call")
-		}
-		switch m.Role {
-		case "user":
-			if m.Content.IsZero() {
-				bad(at+".content", "must not be empty")
-			}
-		case "assistant":
-			if m.Content.IsZero() && len(m.ToolCalls) == 0 && m.Refusal == "" {
-				bad(at+".content", "must not be empty without tool_calls or refusal")
-			}
-			for j, tc := range m.ToolCalls {
-				tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
-				switch {
-				case tc.ID == "":
-					bad(tat+".id", "is required")
-				case calls[tc.ID] != nil:
-					bad(tat+".id", "repeats the id of an earlier tool call")
-				default:
-					calls[tc.ID] = &call{at: tat + ".id"}
-					pending = append(pending, tc.ID)
-				}
-				if tc.Type != "function" {
-					bad(tat+".type", `must be "function"`)
-				}
-				if !r.hasTool(tc.Function.Name) {
-					bad(tat+".function.name", "is not one of the route's tools")
-				}
-			}
-		case "tool":
-			c := calls[m.ToolCallID]
-			switch {
-			case m.ToolCallID == "":
-				bad(at+".tool_call_id", "is required")
-			case c == nil:
-				bad(at+".tool_call_id", "names no tool call of an earlier assistant message")
-			case c.answered:
-				bad(at+".tool_call_id", "answers a tool call already answered")
-			case !contains(pending, m.ToolCallID):
-				bad(at+".tool_call_id", "must follow the assistant message that made the call, with only tool messages between")
-			default:
-				c.answered = true
-			}
-			if m.Content.IsZero() {
-				bad(at+".content", "must not be empty")
-			}
-		}
+		v.message(fmt.Sprintf("messages[%d]", i), m)
 	}
-	unanswered("")
-	if fe != nil {
-		return &InputError{Fields: fe}
+	v.unanswered("")
+	if v.fe != nil {
+		return &InputError{Fields: v.fe}
 	}
 	return nil
+}
+
+// toolCall is one tool call of a continuation, as the check follows it.
+type toolCall struct {
+	at       string // the field of its id
+	answered bool
+}
+
+// loopCheck follows a continuation message by message and collects every
+// problem: what each message may carry for its role, and the tool loop's
+// pairing of calls and answers.
+type loopCheck struct {
+	r       *Route
+	fe      []FieldError
+	calls   map[string]*toolCall // every call of the continuation, by id
+	pending []string             // ids of the last assistant message's calls not answered yet
+}
+
+func (v *loopCheck) bad(field, msg string) { v.fe = append(v.fe, FieldError{field, msg}) }
+
+// unanswered reports the pending calls no tool message answered, before
+// the message named by before ("" at the end).
+func (v *loopCheck) unanswered(before string) {
+	for _, id := range v.pending {
+		if !v.calls[id].answered {
+			v.bad(v.calls[id].at, "has no tool message answering it"+before)
+		}
+	}
+	v.pending = nil
+}
+
+// message checks the message at field at.
+func (v *loopCheck) message(at string, m provider.Message) {
+	if m.Role != "tool" {
+		v.unanswered(" before " + at)
+	}
+	switch m.Role {
+	case "user", "assistant", "tool":
+	case "system", "developer":
+		v.bad(at+".role", "the route's prompt is pinned: "+m.Role+" messages come from the route")
+		return
+	default:
+		v.bad(at+".role", "must be user, assistant or tool")
+		return
+	}
+	v.fields(at, m)
+	switch m.Role {
+	case "user":
+		if m.Content.IsZero() {
+			v.bad(at+".content", "must not be empty")
+		}
+	case "assistant":
+		v.assistant(at, m)
+	case "tool":
+		v.tool(at, m)
+	}
+}
+
+// fields refuses parts other than text, and the fields of another role.
+func (v *loopCheck) fields(at string, m provider.Message) {
+	for j, p := range m.Content.Parts {
+		if p.Type != provider.PartText {
+			v.bad(fmt.Sprintf("%s.content[%d].type", at, j), "a route's continuation carries text parts only")
+		}
+	}
+	if m.Role != "assistant" && len(m.ToolCalls) > 0 {
+		v.bad(at+".tool_calls", "only an assistant message carries tool calls")
+	}
+	if m.Role != "assistant" && m.Refusal != "" {
+		v.bad(at+".refusal", "only an assistant message carries a refusal")
+	}
+	if m.Role != "tool" && m.ToolCallID != "" {
+		v.bad(at+".tool_call_id", "only a tool message answers a tool call")
+	}
+}
+
+// assistant checks an assistant message and makes its calls pending.
+func (v *loopCheck) assistant(at string, m provider.Message) {
+	if m.Content.IsZero() && len(m.ToolCalls) == 0 && m.Refusal == "" {
+		v.bad(at+".content", "must not be empty without tool_calls or refusal")
+	}
+	for j, tc := range m.ToolCalls {
+		tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
+		switch {
+		case tc.ID == "":
+			v.bad(tat+".id", "is required")
+		case v.calls[tc.ID] != nil:
+			v.bad(tat+".id", "repeats the id of an earlier tool call")
+		default:
+			v.calls[tc.ID] = &toolCall{at: tat + ".id"}
+			v.pending = append(v.pending, tc.ID)
+		}
+		if tc.Type != "function" {
+			v.bad(tat+".type", `must be "function"`)
+		}
+		if !v.r.hasTool(tc.Function.Name) {
+			v.bad(tat+".function.name", "is not one of the route's tools")
+		}
+	}
+}
+
+// tool checks a tool message: it answers, once, a pending call.
+func (v *loopCheck) tool(at string, m provider.Message) {
+	c := v.calls[m.ToolCallID]
+	switch {
+	case m.ToolCallID == "":
+		v.bad(at+".tool_call_id", "is required")
+	case c == nil:
+		v.bad(at+".tool_call_id", "names no tool call of an earlier assistant message")
+	case c.answered:
+		v.bad(at+".tool_call_id", "answers a tool call already answered")
+	case !contains(v.pending, m.ToolCallID):
+		v.bad(at+".tool_call_id", "must follow the assistant message that made the call, with only tool messages between")
+	default:
+		c.answered = true
+	}
+	if m.Content.IsZero() {
+		v.bad(at+".content", "must not be empty")
+	}
 }
 
 func (r *Route) hasTool(name string) bool {

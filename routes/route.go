@@ -83,82 +83,28 @@ func Compile(cat *catalog.Catalog) (map[string]*Route, error) {
 	return out, nil
 }
 
+// compile validates one route and compiles it, phase by phase: its
+// settings, its model, its guards, its input and template, its output
+// contract, what it fixes of the call, and its fallback.
 func compile(cat *catalog.Catalog, rc catalog.RouteConfig) (*Route, error) {
 	r := &Route{Name: rc.Name, PromptVersion: rc.PromptVersion, SystemPrompt: rc.SystemPrompt, UserTemplate: rc.UserTemplate,
 		Input: rc.Input, Model: rc.Model, MaxTokens: rc.MaxTokens, Deadline: time.Duration(rc.DeadlineMS) * time.Millisecond,
 		MaxRetries: rc.MaxRetries, OnFailure: rc.OnFailure, Fallback: rc.Fallback, DailyCalls: rc.Guards.DailyCalls}
-	switch {
-	case !nameFormat.MatchString(r.Name):
-		return nil, errors.New("name: must be 1-63 lowercase letters, digits or '-'")
-	case r.PromptVersion == "":
-		return nil, errors.New("prompt_version: required")
-	case strings.TrimSpace(r.SystemPrompt) == "":
-		return nil, errors.New("system_prompt: required")
-	case r.MaxTokens < 1 || r.MaxTokens > 100_000:
-		return nil, errors.New("max_tokens: must be 1-100000")
-	case rc.DeadlineMS < 100 || rc.DeadlineMS > 600_000:
-		return nil, errors.New("deadline_ms: must be 100-600000")
-	case r.MaxRetries < 0 || r.MaxRetries > 5:
-		return nil, errors.New("max_retries: must be 0-5")
-	case r.OnFailure != "fallback" && r.OnFailure != "error":
-		return nil, errors.New("on_failure: must be fallback or error")
-	case rc.Guards.DailyCalls < 0 || rc.Guards.DailyCalls > maxGuardCount:
-		return nil, fmt.Errorf("guards.daily_calls: must be 0-%d", maxGuardCount)
+	if err := checkSettings(rc); err != nil {
+		return nil, err
 	}
 	model, _, err := cat.Resolve(r.Model)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	if rl := rc.Guards.RateLimit; rl != nil {
-		if rl.Requests < 1 || rl.WindowS < 1 || rl.Requests > maxGuardCount || rl.WindowS > maxGuardWindowS {
-			return nil, fmt.Errorf("guards.rate_limit: requests must be 1-%d and window_s 1-%d", maxGuardCount, maxGuardWindowS)
-		}
-		r.RateRequests, r.RateWindow = rl.Requests, time.Duration(rl.WindowS)*time.Second
+	if r.RateRequests, r.RateWindow, err = rateLimit(rc.Guards); err != nil {
+		return nil, err
 	}
-	fields := map[string]bool{}
-	for j, f := range rc.Input {
-		switch {
-		case !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(f.Name) || fields[f.Name]:
-			return nil, fmt.Errorf("input[%d].name: must be a unique identifier", j)
-		case f.Type != "string" && f.Type != "integer" && f.Type != "number" && f.Type != "boolean":
-			return nil, fmt.Errorf("input[%d].type: must be string, integer, number or boolean", j)
-		case f.MinLength < 0 || (f.MaxLength != 0 && f.MaxLength < f.MinLength):
-			return nil, fmt.Errorf("input[%d]: min_length and max_length are inconsistent", j)
-		}
-		fields[f.Name] = true
+	if err := checkTemplate(r.UserTemplate, rc.Input); err != nil {
+		return nil, err
 	}
-	if r.UserTemplate == "" {
-		return nil, errors.New("user_template: required")
-	}
-	for _, m := range placeholder.FindAllStringSubmatch(r.UserTemplate, -1) {
-		if !fields[m[1]] {
-			return nil, fmt.Errorf("user_template: {{%s}} is not an input field", m[1])
-		}
-	}
-	switch rc.Output.Type {
-	case "text":
-		if rc.Output.MaxLength < 1 {
-			return nil, errors.New("output.max_length: required for text output")
-		}
-		r.MaxLength = rc.Output.MaxLength
-	case "json":
-		r.OutputJSON, r.MaxLength = true, rc.Output.MaxLength
-		if r.MaxLength == 0 {
-			r.MaxLength = 64 << 10
-		}
-		raw, err := json.Marshal(rc.Output.Schema)
-		if err != nil || len(rc.Output.Schema) == 0 {
-			return nil, errors.New("output.schema: required for json output")
-		}
-		r.schema = &openapi3.Schema{}
-		if err := r.schema.UnmarshalJSON(raw); err != nil {
-			return nil, fmt.Errorf("output.schema: %w", err)
-		}
-		if err := r.schema.Validate(context.Background()); err != nil {
-			return nil, fmt.Errorf("output.schema: %w", err)
-		}
-	default:
-		return nil, errors.New("output.type: must be text or json")
+	if err := r.compileOutput(rc.Output); err != nil {
+		return nil, err
 	}
 	var outputSchema map[string]any
 	if r.OutputJSON {
@@ -175,6 +121,107 @@ func compile(cat *catalog.Catalog, rc catalog.RouteConfig) (*Route, error) {
 	}
 	r.Fallback = normalise(r.Fallback)
 	return r, nil
+}
+
+// checkSettings refuses the first of a route's scalar settings out of its
+// range, in the order of the table.
+func checkSettings(rc catalog.RouteConfig) error {
+	for _, c := range []struct {
+		bad     bool
+		problem string
+	}{
+		{!nameFormat.MatchString(rc.Name), "name: must be 1-63 lowercase letters, digits or '-'"},
+		{rc.PromptVersion == "", "prompt_version: required"},
+		{strings.TrimSpace(rc.SystemPrompt) == "", "system_prompt: required"},
+		{rc.MaxTokens < 1 || rc.MaxTokens > 100_000, "max_tokens: must be 1-100000"},
+		{rc.DeadlineMS < 100 || rc.DeadlineMS > 600_000, "deadline_ms: must be 100-600000"},
+		{rc.MaxRetries < 0 || rc.MaxRetries > 5, "max_retries: must be 0-5"},
+		{rc.OnFailure != "fallback" && rc.OnFailure != "error", "on_failure: must be fallback or error"},
+		{rc.Guards.DailyCalls < 0 || rc.Guards.DailyCalls > maxGuardCount, fmt.Sprintf("guards.daily_calls: must be 0-%d", maxGuardCount)},
+	} {
+		if c.bad {
+			return errors.New(c.problem)
+		}
+	}
+	return nil
+}
+
+// rateLimit is a route's per-user window, none without one.
+func rateLimit(g catalog.RouteGuards) (int, time.Duration, error) {
+	rl := g.RateLimit
+	if rl == nil {
+		return 0, 0, nil
+	}
+	if rl.Requests < 1 || rl.WindowS < 1 || rl.Requests > maxGuardCount || rl.WindowS > maxGuardWindowS {
+		return 0, 0, fmt.Errorf("guards.rate_limit: requests must be 1-%d and window_s 1-%d", maxGuardCount, maxGuardWindowS)
+	}
+	return rl.Requests, time.Duration(rl.WindowS) * time.Second, nil
+}
+
+var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkTemplate refuses a bad input field, a missing template and a
+// placeholder that names no field.
+func checkTemplate(template string, input []catalog.InputField) error {
+	fields := map[string]bool{}
+	for j, f := range input {
+		switch {
+		case !fieldName.MatchString(f.Name) || fields[f.Name]:
+			return fmt.Errorf("input[%d].name: must be a unique identifier", j)
+		case f.Type != "string" && f.Type != "integer" && f.Type != "number" && f.Type != "boolean":
+			return fmt.Errorf("input[%d].type: must be string, integer, number or boolean", j)
+		case f.MinLength < 0 || (f.MaxLength != 0 && f.MaxLength < f.MinLength):
+			return fmt.Errorf("input[%d]: min_length and max_length are inconsistent", j)
+		}
+		fields[f.Name] = true
+	}
+	if template == "" {
+		return errors.New("user_template: required")
+	}
+	for _, m := range placeholder.FindAllStringSubmatch(template, -1) {
+		if !fields[m[1]] {
+			return fmt.Errorf("user_template: {{%s}} is not an input field", m[1])
+		}
+	}
+	return nil
+}
+
+// compileOutput sets r's output contract: text of a bounded length, or
+// JSON valid against a schema (64 KiB unless bounded otherwise).
+func (r *Route) compileOutput(o catalog.RouteOutput) error {
+	switch o.Type {
+	case "text":
+		if o.MaxLength < 1 {
+			return errors.New("output.max_length: required for text output")
+		}
+		r.MaxLength = o.MaxLength
+		return nil
+	case "json":
+		r.OutputJSON, r.MaxLength = true, o.MaxLength
+		if r.MaxLength == 0 {
+			r.MaxLength = 64 << 10
+		}
+		var err error
+		r.schema, err = compileSchema(o.Schema)
+		return err
+	}
+	return errors.New("output.type: must be text or json")
+}
+
+// compileSchema is the output guard's schema of a JSON route.
+func compileSchema(schema map[string]any) (*openapi3.Schema, error) {
+	raw, err := json.Marshal(schema)
+	if err != nil || len(schema) == 0 {
+		return nil, errors.New("output.schema: required for json output")
+	}
+	s := &openapi3.Schema{}
+	if err := s.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("output.schema: %w", err)
+	}
+	if err := s.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("output.schema: %w", err)
+	}
+	return s, nil
 }
 
 // normalise turns YAML-decoded values into their JSON form, so a fallback
@@ -228,59 +275,7 @@ func (e *InputError) Error() string {
 // says) and renders the route's messages. It returns an *InputError for bad
 // input: nothing has been spent.
 func (r *Route) Prompt(input map[string]any) (system, user string, clean map[string]any, err error) {
-	var fe []FieldError
-	clean = map[string]any{}
-	known := map[string]bool{}
-	for _, f := range r.Input {
-		known[f.Name] = true
-		v, present := input[f.Name]
-		required := f.Required == nil || *f.Required
-		if !present || v == nil {
-			if required {
-				fe = append(fe, FieldError{"input." + f.Name, "is required"})
-			}
-			continue
-		}
-		switch f.Type {
-		case "string":
-			s, ok := v.(string)
-			if !ok {
-				fe = append(fe, FieldError{"input." + f.Name, "must be a string"})
-				continue
-			}
-			if f.Trim {
-				s = strings.TrimSpace(s)
-			}
-			n := utf8.RuneCountInString(s)
-			if n < max(f.MinLength, 0) || (f.MaxLength > 0 && n > f.MaxLength) {
-				fe = append(fe, FieldError{"input." + f.Name, fmt.Sprintf("must be %d-%d characters", f.MinLength, f.MaxLength)})
-				continue
-			}
-			clean[f.Name] = s
-		case "integer", "number":
-			n, ok := number(v)
-			if !ok || (f.Type == "integer" && n != math.Trunc(n)) {
-				fe = append(fe, FieldError{"input." + f.Name, "must be a " + f.Type})
-				continue
-			}
-			if (f.Min != nil && n < *f.Min) || (f.Max != nil && n > *f.Max) {
-				fe = append(fe, FieldError{"input." + f.Name, "is out of range"})
-				continue
-			}
-			clean[f.Name] = v
-		case "boolean":
-			if _, ok := v.(bool); !ok {
-				fe = append(fe, FieldError{"input." + f.Name, "must be a boolean"})
-				continue
-			}
-			clean[f.Name] = v
-		}
-	}
-	for k := range input {
-		if !known[k] {
-			fe = append(fe, FieldError{"input." + k, "is not a field of this route"})
-		}
-	}
+	clean, fe := r.clean(input)
 	if fe != nil {
 		return "", "", nil, &InputError{Fields: fe}
 	}
@@ -292,6 +287,88 @@ func (r *Route) Prompt(input map[string]any) (system, user string, clean map[str
 		return ""
 	})
 	return r.SystemPrompt, user, clean, nil
+}
+
+// clean checks every field of input against r's fields and returns the
+// values that passed, or every problem found: a missing required field, a
+// value its field refuses, a key that is no field.
+func (r *Route) clean(input map[string]any) (map[string]any, []FieldError) {
+	var fe []FieldError
+	clean := map[string]any{}
+	known := map[string]bool{}
+	for _, f := range r.Input {
+		known[f.Name] = true
+		v, present := input[f.Name]
+		if !present || v == nil {
+			if f.Required == nil || *f.Required {
+				fe = append(fe, FieldError{"input." + f.Name, "is required"})
+			}
+			continue
+		}
+		check := fieldCheck(f.Type)
+		if check == nil {
+			continue // compile admits no other type
+		}
+		c, problem := check(f, v)
+		if problem != "" {
+			fe = append(fe, FieldError{"input." + f.Name, problem})
+			continue
+		}
+		clean[f.Name] = c
+	}
+	for k := range input {
+		if !known[k] {
+			fe = append(fe, FieldError{"input." + k, "is not a field of this route"})
+		}
+	}
+	return clean, fe
+}
+
+// fieldCheck is the check of an input type: it returns the clean value,
+// or the problem with v.
+func fieldCheck(typ string) func(f catalog.InputField, v any) (any, string) {
+	switch typ {
+	case "string":
+		return checkString
+	case "integer", "number":
+		return checkNumber
+	case "boolean":
+		return checkBoolean
+	}
+	return nil
+}
+
+func checkString(f catalog.InputField, v any) (any, string) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, "must be a string"
+	}
+	if f.Trim {
+		s = strings.TrimSpace(s)
+	}
+	n := utf8.RuneCountInString(s)
+	if n < max(f.MinLength, 0) || (f.MaxLength > 0 && n > f.MaxLength) {
+		return nil, fmt.Sprintf("must be %d-%d characters", f.MinLength, f.MaxLength)
+	}
+	return s, ""
+}
+
+func checkNumber(f catalog.InputField, v any) (any, string) {
+	n, ok := number(v)
+	if !ok || (f.Type == "integer" && n != math.Trunc(n)) {
+		return nil, "must be a " + f.Type
+	}
+	if (f.Min != nil && n < *f.Min) || (f.Max != nil && n > *f.Max) {
+		return nil, "is out of range"
+	}
+	return v, ""
+}
+
+func checkBoolean(_ catalog.InputField, v any) (any, string) {
+	if _, ok := v.(bool); !ok {
+		return nil, "must be a boolean"
+	}
+	return v, ""
 }
 
 func number(v any) (float64, bool) {

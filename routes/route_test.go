@@ -60,6 +60,18 @@ routes:
 		// time.Duration: beyond the bounds a route is refused.
 		{"daily calls beyond the bound", "on_failure: fallback", "on_failure: fallback\n    guards: {daily_calls: 3000000000}", `"r1"): guards.daily_calls: must be 0-1000000000`},
 		{"rate window beyond the bound", "on_failure: fallback", "on_failure: fallback\n    guards: {rate_limit: {requests: 5, window_s: 9300000000}}", `"r1"): guards.rate_limit`},
+		{"bad name", "name: r1", "name: R1", `"R1"): name: must be`},
+		{"blank system prompt", `system_prompt: "s"`, `system_prompt: "  "`, `"r1"): system_prompt: required`},
+		{"max tokens out of range", "max_tokens: 10", "max_tokens: 0", `"r1"): max_tokens: must be 1-100000`},
+		{"max retries out of range", "deadline_ms: 1000", "deadline_ms: 1000\n    max_retries: 6", `"r1"): max_retries: must be 0-5`},
+		{"duplicate input name", "input: [{name: q, type: string, max_length: 10}]", "input: [{name: q, type: string}, {name: q, type: string}]", `"r1"): input[1].name: must be a unique identifier`},
+		{"input name not an identifier", "input: [{name: q,", "input: [{name: 1q,", `"r1"): input[0].name`},
+		{"inconsistent lengths", "max_length: 10}]", "min_length: 11, max_length: 10}]", `"r1"): input[0]: min_length and max_length are inconsistent`},
+		{"no user template", `user_template: "{{q}}"`, `user_template: ""`, `"r1"): user_template: required`},
+		{"text output without a bound", "output: {type: text, max_length: 100}", "output: {type: text}", `"r1"): output.max_length: required for text output`},
+		{"unknown output type", "output: {type: text, max_length: 100}", "output: {type: xml}", `"r1"): output.type: must be text or json`},
+		{"invalid output schema", "output: {type: text, max_length: 100}", "output: {type: json, schema: {type: 7}}", `"r1"): output.schema`},
+		{"no fallback", `fallback: "x"`, `fallback: null`, `"r1"): fallback: required`},
 		{"rate requests beyond the bound", "on_failure: fallback", "on_failure: fallback\n    guards: {rate_limit: {requests: 3000000000, window_s: 60}}", `"r1"): guards.rate_limit`},
 	}
 	for _, c := range cases {

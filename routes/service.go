@@ -38,17 +38,35 @@ type Service struct {
 	Format func(r *Route, v any) (any, error)
 }
 
-// NewService returns a route service for the compiled routes.
+// Deps are what a route service is built from. Log and Now may be nil:
+// no log, the system clock.
+type Deps struct {
+	Pool    *pgxpool.Pool
+	Tasks   *tasks.Service
+	Catalog *catalog.Catalog
+	Routes  map[string]*Route // compiled (Compile)
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	Now     func() time.Time
+}
+
+// New returns a route service for the compiled routes.
+func New(d Deps) *Service {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Service{pool: d.Pool, tasks: d.Tasks, catalog: d.Catalog, routes: d.Routes, metrics: d.Metrics, log: d.Log, now: d.Now,
+		Format: func(_ *Route, v any) (any, error) { return v, nil }}
+}
+
+// NewService is New with its dependencies in order, for the callers in
+// server/ and cmd/ until they build a Deps; it goes with the last of them.
 func NewService(pool *pgxpool.Pool, t *tasks.Service, cat *catalog.Catalog, routes map[string]*Route,
 	m *metrics.Metrics, log *slog.Logger, now func() time.Time) *Service {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &Service{pool: pool, tasks: t, catalog: cat, routes: routes, metrics: m, log: log, now: now,
-		Format: func(_ *Route, v any) (any, error) { return v, nil }}
+	return New(Deps{Pool: pool, Tasks: t, Catalog: cat, Routes: routes, Metrics: m, Log: log, Now: now})
 }
 
 // Errors.
@@ -115,75 +133,131 @@ func (f *Failure) Error() string { return "routes: " + f.Code + " (" + f.Reason 
 // on_failure: fallback every failure becomes an Answer with Fallback set;
 // with on_failure: error it is a *Failure.
 func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
-	r := s.routes[c.Route]
-	if r == nil {
-		return Answer{}, ErrNotFound
-	}
-	system, user, clean, err := r.Prompt(c.Input)
+	rc, req, err := s.prepare(c)
 	if err != nil {
 		return Answer{}, err
 	}
-	if err := r.Continue(c.Messages); err != nil {
-		return Answer{}, err
-	}
-	inputHash := hashInput(r.Name, clean, c.Messages)
-	req := r.request(system, user, c.Messages)
-
-	// A retry of a call already made skips the guards: it costs nothing.
-	found, err := s.tasks.Exists(ctx, c.OwnerID, c.IdempotencyKey)
+	created, refused, err := s.submit(ctx, rc, req)
 	if err != nil {
 		return Answer{}, err
 	}
-	if !found {
-		if reason, err := s.budgetGuard(ctx, r, c); err != nil || reason != "" {
-			if err != nil {
-				return Answer{}, err
-			}
-			return s.fail(ctx, r, c, inputHash, GuardBudget, reason, "", nil)
-		}
-	}
-	attempts := r.MaxRetries + 1
-	created, err := s.tasks.Create(ctx, tasks.Submission{
-		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID, Request: req,
-		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: attempts, CallTimeout: r.Deadline, Await: true,
-	})
-	if errors.Is(err, budget.ErrInsufficient) {
-		return s.fail(ctx, r, c, inputHash, GuardBudget, ReasonBudget, "the budget cannot cover this call", nil)
-	}
-	if errors.Is(err, tasks.ErrOverloaded) {
-		return s.fail(ctx, r, c, inputHash, GuardBudget, ReasonOverloaded, "the service is behind and refused new calls for now", nil)
-	}
-	if err != nil {
-		return Answer{}, err
+	if refused != nil {
+		return s.fail(ctx, rc, *refused)
 	}
 	// The call guard: the whole call, retries included, raced against the
 	// route's deadline (each attempt also has it as its own limit).
-	t, err := s.tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: time.Duration(attempts)*r.Deadline + time.Second, ReturnIfBlocked: true})
+	attempts := rc.route.MaxRetries + 1
+	t, err := s.tasks.Wait(ctx, tasks.WaitParams{Created: &created, For: time.Duration(attempts)*rc.route.Deadline + time.Second, ReturnIfBlocked: true})
 	if err != nil {
 		return Answer{}, err
 	}
+	if !t.Status.Final() {
+		// Nobody will read a late answer: cancel, so it is not paid for.
+		_, _ = s.tasks.Cancel(context.WithoutCancel(ctx), c.OwnerID, t.ID)
+	}
+	if f := taskFailure(t); f != nil {
+		return s.fail(ctx, rc, *f)
+	}
+	return s.deliver(ctx, rc, created, t)
+}
+
+// routeCall is one call of a route on its way: the route, the call and
+// the key of its last good answer.
+type routeCall struct {
+	route     *Route
+	call      Call
+	inputHash []byte
+}
+
+// failed is how a call failed, decided before it is answered (fail): the
+// guard that refused it, why, a detail for the fallback, and the task
+// when one ran.
+type failed struct {
+	guard, reason, detail string
+	task                  *tasks.Task
+}
+
+// prepare validates a call and builds its task request: an *InputError
+// for bad input, ErrNotFound for an unknown route.
+func (s *Service) prepare(c Call) (routeCall, tasks.Request, error) {
+	r := s.routes[c.Route]
+	if r == nil {
+		return routeCall{}, tasks.Request{}, ErrNotFound
+	}
+	system, user, clean, err := r.Prompt(c.Input)
+	if err != nil {
+		return routeCall{}, tasks.Request{}, err
+	}
+	if err := r.Continue(c.Messages); err != nil {
+		return routeCall{}, tasks.Request{}, err
+	}
+	return routeCall{route: r, call: c, inputHash: hashInput(r.Name, clean, c.Messages)}, r.request(system, user, c.Messages), nil
+}
+
+// submit runs the budget guard and creates the call's task; a refusal is
+// returned as a failure, not an error.
+func (s *Service) submit(ctx context.Context, rc routeCall, req tasks.Request) (tasks.Created, *failed, error) {
+	r, c := rc.route, rc.call
+	// A retry of a call already made skips the guards: it costs nothing.
+	found, err := s.tasks.Exists(ctx, c.OwnerID, c.IdempotencyKey)
+	if err != nil {
+		return tasks.Created{}, nil, err
+	}
+	if !found {
+		reason, err := s.budgetGuard(ctx, r, c)
+		if err != nil {
+			return tasks.Created{}, nil, err
+		}
+		if reason != "" {
+			return tasks.Created{}, &failed{guard: GuardBudget, reason: reason}, nil
+		}
+	}
+	created, err := s.tasks.Create(ctx, tasks.Submission{
+		OwnerID: c.OwnerID, Workload: c.Workload, IdempotencyKey: c.IdempotencyKey, TraceID: c.TraceID, Request: req,
+		Route: r.Name, PromptVersion: r.PromptVersion, MaxAttempts: r.MaxRetries + 1, CallTimeout: r.Deadline, Await: true,
+	})
+	switch {
+	case errors.Is(err, budget.ErrInsufficient):
+		return tasks.Created{}, &failed{guard: GuardBudget, reason: ReasonBudget, detail: "the budget cannot cover this call"}, nil
+	case errors.Is(err, tasks.ErrOverloaded):
+		return tasks.Created{}, &failed{guard: GuardBudget, reason: ReasonOverloaded, detail: "the service is behind and refused new calls for now"}, nil
+	case err != nil:
+		return tasks.Created{}, nil, err
+	}
+	return created, nil, nil
+}
+
+// taskFailure is how a waited-for task failed the call guard, nil when it
+// succeeded: it did not finish within the deadline, or it failed.
+func taskFailure(t tasks.Task) *failed {
 	if !t.Status.Final() {
 		reason := ReasonTimeout
 		if t.Error != nil {
 			reason = reasonFor(t.Error)
 		}
-		// Nobody will read a late answer: cancel, so it is not paid for.
-		_, _ = s.tasks.Cancel(context.WithoutCancel(ctx), c.OwnerID, t.ID)
-		return s.fail(ctx, r, c, inputHash, GuardCall, reason, "the call did not finish within the route's deadline", &t)
+		return &failed{guard: GuardCall, reason: reason, detail: "the call did not finish within the route's deadline", task: &t}
 	}
-	if t.Status != tasks.StatusSucceeded {
-		guard, reason := GuardCall, ReasonProviderError
-		if t.Error != nil {
-			reason = reasonFor(t.Error)
-			if t.Error.Code == tasks.CodeIncompatibleModelResponse {
-				guard = GuardOutput
-			}
+	if t.Status == tasks.StatusSucceeded {
+		return nil
+	}
+	guard, reason := GuardCall, ReasonProviderError
+	if t.Error != nil {
+		reason = reasonFor(t.Error)
+		if t.Error.Code == tasks.CodeIncompatibleModelResponse {
+			guard = GuardOutput
 		}
-		return s.fail(ctx, r, c, inputHash, guard, reason, "", &t)
 	}
+	return &failed{guard: guard, reason: reason, task: &t}
+}
+
+// deliver puts a succeeded task's answer through the output guard and
+// answers with it: tool calls, or the formatted value, remembered as the
+// input's last good answer.
+func (s *Service) deliver(ctx context.Context, rc routeCall, created tasks.Created, t tasks.Task) (Answer, error) {
+	r := rc.route
 	vd := r.judge(t.Result)
 	if vd.Err != nil {
-		return s.fail(ctx, r, c, inputHash, GuardOutput, vd.Reason, vd.Err.Error(), withoutFailure(t))
+		return s.fail(ctx, rc, failed{guard: GuardOutput, reason: vd.Reason, detail: vd.Err.Error(), task: withoutFailure(t)})
 	}
 	if vd.Message != nil {
 		return Answer{Message: vd.Message, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed, RateLimit: created.RateLimit}, nil
@@ -191,9 +265,9 @@ func (s *Service) Answer(ctx context.Context, c Call) (Answer, error) {
 	data, ferr := s.Format(r, vd.Value)
 	if ferr != nil {
 		s.log.Error("route post-processing failed", slog.String("route", r.Name), slog.String("task_id", t.ID), slog.String("error", ferr.Error()))
-		return s.fail(ctx, r, c, inputHash, GuardOutput, ReasonApplicationErr, "", withoutFailure(t))
+		return s.fail(ctx, rc, failed{guard: GuardOutput, reason: ReasonApplicationErr, task: withoutFailure(t)})
 	}
-	if err := s.remember(ctx, r, c.OwnerID, inputHash, t.ID); err != nil {
+	if err := s.remember(ctx, r, rc.call.OwnerID, rc.inputHash, t.ID); err != nil {
 		s.log.Warn("route answer cache failed", slog.String("route", r.Name), slog.String("error", err.Error()))
 	}
 	return Answer{Data: data, FinishReason: t.Result.FinishReason, TaskID: t.ID, Replayed: created.Replayed, RateLimit: created.RateLimit}, nil
@@ -319,13 +393,14 @@ func (s *Service) lastAnswer(ctx context.Context, r *Route, owner string, inputH
 // fail answers a failed call as the route says: a same-shape fallback
 // (the last good answer for this input, else the configured value), or a
 // *Failure.
-func (s *Service) fail(ctx context.Context, r *Route, c Call, inputHash []byte, guard, reason, detail string, t *tasks.Task) (Answer, error) {
+func (s *Service) fail(ctx context.Context, rc routeCall, fl failed) (Answer, error) {
+	r, t, detail := rc.route, fl.task, fl.detail
 	taskID := ""
 	if t != nil {
 		taskID = t.ID
 	}
 	if r.OnFailure == "error" {
-		f := failureOf(guard, reason, taskID)
+		f := failureOf(fl.guard, fl.reason, taskID)
 		if t != nil && t.Error != nil && (t.Status == tasks.StatusFailed || t.Error.Code == tasks.CodeProviderRedirected) {
 			// The task's own classified failure is the most precise code;
 			// a task waiting behind a breaker a redirect opened says so,
@@ -334,9 +409,9 @@ func (s *Service) fail(ctx context.Context, r *Route, c Call, inputHash []byte, 
 		}
 		return Answer{}, f
 	}
-	s.metrics.Fallback(r.Name, guard, reason)
+	s.metrics.Fallback(r.Name, fl.guard, fl.reason)
 	data := r.Fallback
-	if v, ok := s.lastAnswer(ctx, r, c.OwnerID, inputHash); ok {
+	if v, ok := s.lastAnswer(ctx, r, rc.call.OwnerID, rc.inputHash); ok {
 		data = v
 		if detail == "" {
 			detail = "the last good answer for this input"
@@ -345,7 +420,7 @@ func (s *Service) fail(ctx context.Context, r *Route, c Call, inputHash []byte, 
 	if detail == "" {
 		detail = "the route's configured fallback"
 	}
-	return Answer{Data: data, TaskID: taskID, Fallback: &Fallback{Guard: guard, Reason: reason, Detail: detail}}, nil
+	return Answer{Data: data, TaskID: taskID, Fallback: &Fallback{Guard: fl.guard, Reason: fl.reason, Detail: detail}}, nil
 }
 
 func failureOf(guard, reason, taskID string) *Failure {

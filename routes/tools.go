@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -43,83 +44,22 @@ type chat struct {
 func compileChat(chain []catalog.Model, rc catalog.RouteConfig, outputSchema map[string]any) (chat, error) {
 	m := chain[0]
 	c := chat{ParallelToolCalls: rc.ParallelToolCalls, Reasoning: m.Reasoning}
-	if len(rc.Tools) > MaxTools {
-		return chat{}, fmt.Errorf("tools: at most %d", MaxTools)
-	}
-	names := map[string]bool{}
-	for i, t := range rc.Tools {
-		where := fmt.Sprintf("tools[%d]", i)
-		switch {
-		case !toolName.MatchString(t.Name):
-			return chat{}, fmt.Errorf("%s.name: must be 1-64 letters, digits, '_' or '-'", where)
-		case names[t.Name]:
-			return chat{}, fmt.Errorf("%s.name: duplicate %q", where, t.Name)
-		case len(t.Description) > 4096:
-			return chat{}, fmt.Errorf("%s.description: at most 4096 characters", where)
-		}
-		names[t.Name] = true
-		def := provider.FunctionDef{Name: t.Name, Description: t.Description, Strict: t.Strict}
-		if t.Parameters != nil {
-			raw, err := schemaJSON(t.Parameters)
-			if err != nil {
-				return chat{}, fmt.Errorf("%s.parameters: %w", where, err)
-			}
-			if t.Parameters["type"] != "object" {
-				return chat{}, fmt.Errorf(`%s.parameters: must be an object schema (type: object)`, where)
-			}
-			def.Parameters = raw
-		}
-		c.Tools = append(c.Tools, provider.Tool{Type: "function", Function: def})
+	var err error
+	if c.Tools, err = compileTools(rc.Tools); err != nil {
+		return chat{}, err
 	}
 	if rc.ParallelToolCalls != nil && len(c.Tools) == 0 {
 		return chat{}, errors.New("parallel_tool_calls: the route has no tools")
 	}
-	if rc.ToolChoice != nil {
-		raw, err := json.Marshal(rc.ToolChoice)
-		if err != nil {
-			return chat{}, fmt.Errorf("tool_choice: %w", err)
-		}
-		var tc provider.ToolChoice
-		if err := json.Unmarshal(raw, &tc); err != nil {
-			return chat{}, fmt.Errorf("tool_choice: %w", err)
-		}
-		switch {
-		case tc.Function != "" && !names[tc.Function]:
-			return chat{}, fmt.Errorf("tool_choice: %q is not one of the route's tools", tc.Function)
-		case tc.Function == "" && tc.Mode != provider.ToolChoiceNone && tc.Mode != provider.ToolChoiceAuto && tc.Mode != provider.ToolChoiceRequired:
-			return chat{}, errors.New(`tool_choice: must be "none", "auto", "required" or {type: function, function: {name: ...}}`)
-		case len(c.Tools) == 0:
-			return chat{}, errors.New("tool_choice: the route has no tools")
-		}
-		c.ToolChoice = &tc
+	if c.ToolChoice, err = compileToolChoice(rc.ToolChoice, c.Tools); err != nil {
+		return chat{}, err
 	}
 	if len(c.Tools) > 0 && !capable(chain, provider.Chat{Tools: c.Tools}) {
 		return chat{}, fmt.Errorf("tools: neither the model %q nor its fallbacks declare the tools capability", m.Name)
 	}
-
-	p := &c.Params
-	switch {
-	case rc.Temperature != nil && (*rc.Temperature < 0 || *rc.Temperature > 2):
-		return chat{}, errors.New("temperature: must be 0-2")
-	case rc.TopP != nil && (*rc.TopP < 0 || *rc.TopP > 1):
-		return chat{}, errors.New("top_p: must be 0-1")
-	case len(rc.Stop) > 4:
-		return chat{}, errors.New("stop: at most 4 sequences")
-	case rc.ReasoningEffort != "" && !reasoningEfforts[rc.ReasoningEffort]:
-		return chat{}, errors.New("reasoning_effort: must be minimal, low, medium or high")
-	case rc.ReasoningEffort != "" && !capable(chain, provider.Chat{Params: provider.Params{ReasoningEffort: rc.ReasoningEffort}}):
-		return chat{}, fmt.Errorf("reasoning_effort: neither the model %q nor its fallbacks are reasoning models", m.Name)
+	if c.Params, err = compileParams(chain, rc); err != nil {
+		return chat{}, err
 	}
-	for i, s := range rc.Stop {
-		if s == "" {
-			return chat{}, fmt.Errorf("stop[%d]: must not be empty", i)
-		}
-	}
-	p.Temperature, p.TopP, p.Seed, p.ReasoningEffort = rc.Temperature, rc.TopP, rc.Seed, rc.ReasoningEffort
-	if rc.Stop != nil {
-		p.Stop = provider.Stop(rc.Stop)
-	}
-
 	// A JSON route whose model takes a schema asks for output valid
 	// against the route's own schema, the one the output guard checks;
 	// providers take only an object at the root. Otherwise the task's
@@ -133,6 +73,92 @@ func compileChat(chain []catalog.Model, rc catalog.RouteConfig, outputSchema map
 			JSONSchema: &provider.JSONSchema{Name: rc.Name, Schema: raw}}
 	}
 	return c, nil
+}
+
+// compileTools validates the route's function tools: unique names, a
+// bounded description, and parameters that are an object schema.
+func compileTools(tools []catalog.RouteTool) ([]provider.Tool, error) {
+	if len(tools) > MaxTools {
+		return nil, fmt.Errorf("tools: at most %d", MaxTools)
+	}
+	var out []provider.Tool
+	names := map[string]bool{}
+	for i, t := range tools {
+		where := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case !toolName.MatchString(t.Name):
+			return nil, fmt.Errorf("%s.name: must be 1-64 letters, digits, '_' or '-'", where)
+		case names[t.Name]:
+			return nil, fmt.Errorf("%s.name: duplicate %q", where, t.Name)
+		case len(t.Description) > 4096:
+			return nil, fmt.Errorf("%s.description: at most 4096 characters", where)
+		}
+		names[t.Name] = true
+		def := provider.FunctionDef{Name: t.Name, Description: t.Description, Strict: t.Strict}
+		if t.Parameters != nil {
+			raw, err := schemaJSON(t.Parameters)
+			if err != nil {
+				return nil, fmt.Errorf("%s.parameters: %w", where, err)
+			}
+			if t.Parameters["type"] != "object" {
+				return nil, fmt.Errorf(`%s.parameters: must be an object schema (type: object)`, where)
+			}
+			def.Parameters = raw
+		}
+		out = append(out, provider.Tool{Type: "function", Function: def})
+	}
+	return out, nil
+}
+
+// compileToolChoice reads the route's tool_choice, nil without one: a
+// mode, or one of tools by name.
+func compileToolChoice(choice any, tools []provider.Tool) (*provider.ToolChoice, error) {
+	if choice == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(choice)
+	if err != nil {
+		return nil, fmt.Errorf("tool_choice: %w", err)
+	}
+	var tc provider.ToolChoice
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		return nil, fmt.Errorf("tool_choice: %w", err)
+	}
+	named := slices.ContainsFunc(tools, func(t provider.Tool) bool { return t.Function.Name == tc.Function })
+	switch {
+	case tc.Function != "" && !named:
+		return nil, fmt.Errorf("tool_choice: %q is not one of the route's tools", tc.Function)
+	case tc.Function == "" && tc.Mode != provider.ToolChoiceNone && tc.Mode != provider.ToolChoiceAuto && tc.Mode != provider.ToolChoiceRequired:
+		return nil, errors.New(`tool_choice: must be "none", "auto", "required" or {type: function, function: {name: ...}}`)
+	case len(tools) == 0:
+		return nil, errors.New("tool_choice: the route has no tools")
+	}
+	return &tc, nil
+}
+
+// compileParams validates the sampling the route fixes; a reasoning
+// effort needs a reasoning model in the chain.
+func compileParams(chain []catalog.Model, rc catalog.RouteConfig) (provider.Params, error) {
+	switch {
+	case rc.Temperature != nil && (*rc.Temperature < 0 || *rc.Temperature > 2):
+		return provider.Params{}, errors.New("temperature: must be 0-2")
+	case rc.TopP != nil && (*rc.TopP < 0 || *rc.TopP > 1):
+		return provider.Params{}, errors.New("top_p: must be 0-1")
+	case len(rc.Stop) > 4:
+		return provider.Params{}, errors.New("stop: at most 4 sequences")
+	case rc.ReasoningEffort != "" && !reasoningEfforts[rc.ReasoningEffort]:
+		return provider.Params{}, errors.New("reasoning_effort: must be minimal, low, medium or high")
+	case rc.ReasoningEffort != "" && !capable(chain, provider.Chat{Params: provider.Params{ReasoningEffort: rc.ReasoningEffort}}):
+		return provider.Params{}, fmt.Errorf("reasoning_effort: neither the model %q nor its fallbacks are reasoning models", chain[0].Name)
+	}
+	if i := slices.Index(rc.Stop, ""); i >= 0 {
+		return provider.Params{}, fmt.Errorf("stop[%d]: must not be empty", i)
+	}
+	p := provider.Params{Temperature: rc.Temperature, TopP: rc.TopP, Seed: rc.Seed, ReasoningEffort: rc.ReasoningEffort}
+	if rc.Stop != nil {
+		p.Stop = provider.Stop(rc.Stop)
+	}
+	return p, nil
 }
 
 // capable reports whether a model of the chain can take c, as admission

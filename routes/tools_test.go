@@ -122,7 +122,7 @@ func submission(t *testing.T, yml, route string, msgs []provider.Message) (provi
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := routes.NewService(nil, nil, cat, rs, nil, nil, nil)
+	svc := routes.New(routes.Deps{Catalog: cat, Routes: rs})
 	sub, err := svc.Submission(routes.Call{Route: route, Input: map[string]any{"q": "where is 42?"}, Messages: msgs})
 	return sub.Request.Chat, err
 }

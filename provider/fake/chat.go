@@ -175,8 +175,21 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 // mistakes a gateway can make.
 func (s *Server) chatAsk(req chatRequest) (ask, *requestError) {
 	a := ask{reasoning: s.reasoning[req.Model], parallel: true, n: 1, logprobs: req.Logprobs}
+	for _, step := range []func(*ask, chatRequest) *requestError{
+		(*ask).chatLimits, (*ask).chatTools, (*ask).chatFormat, (*ask).chatTurns,
+	} {
+		if err := step(&a, req); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// chatLimits reads the output limit, n, top_logprobs and
+// parallel_tool_calls; a reasoning model refuses max_tokens.
+func (a *ask) chatLimits(req chatRequest) *requestError {
 	if a.reasoning && req.MaxTokens != nil {
-		return a, &requestError{
+		return &requestError{
 			msg:   "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
 			param: "max_tokens", code: "unsupported_parameter",
 		}
@@ -189,7 +202,7 @@ func (s *Server) chatAsk(req chatRequest) (ask, *requestError) {
 	}
 	if req.N != nil {
 		if *req.N < 1 || *req.N > 128 {
-			return a, &requestError{msg: fmt.Sprintf("Invalid 'n': integer must be between 1 and 128, got %d.", *req.N), param: "n", code: "integer_out_of_range"}
+			return &requestError{msg: fmt.Sprintf("Invalid 'n': integer must be between 1 and 128, got %d.", *req.N), param: "n", code: "integer_out_of_range"}
 		}
 		a.n = *req.N
 	}
@@ -199,39 +212,59 @@ func (s *Server) chatAsk(req chatRequest) (ask, *requestError) {
 	if req.ParallelToolCalls != nil {
 		a.parallel = *req.ParallelToolCalls
 	}
+	return nil
+}
+
+// chatTools reads the function tools and the tool choice, which needs
+// tools.
+func (a *ask) chatTools(req chatRequest) *requestError {
 	for i, t := range req.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
-			return a, &requestError{msg: fmt.Sprintf("Invalid value for 'tools[%d]': a function tool with a name is required.", i), param: fmt.Sprintf("tools[%d]", i)}
+			return &requestError{msg: fmt.Sprintf("Invalid value for 'tools[%d]': a function tool with a name is required.", i), param: fmt.Sprintf("tools[%d]", i)}
 		}
 		def, _ := json.Marshal(t)
 		a.tools = append(a.tools, tool{Name: t.Function.Name, Schema: t.Function.Parameters, size: len(def)})
 	}
-	if len(req.ToolChoice) > 0 && !bytes.Equal(req.ToolChoice, []byte("null")) {
-		if len(req.Tools) == 0 {
-			return a, &requestError{msg: "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", param: "tool_choice"}
-		}
-		var mode string
-		var named struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		switch {
-		case json.Unmarshal(req.ToolChoice, &mode) == nil:
-			a.toolChoice = mode
-		case json.Unmarshal(req.ToolChoice, &named) == nil && named.Function.Name != "":
-			a.toolChoice = named.Function.Name
-		}
+	if len(req.ToolChoice) == 0 || bytes.Equal(req.ToolChoice, []byte("null")) {
+		return nil
 	}
-	if f := req.ResponseFormat; f != nil {
-		a.format = f.Type
-		if f.Type == "json_schema" {
-			if f.JSONSchema == nil {
-				return a, &requestError{msg: "Missing required parameter: 'response_format.json_schema'.", param: "response_format.json_schema", code: "missing_required_parameter"}
-			}
-			a.schema = f.JSONSchema.Schema
-		}
+	if len(req.Tools) == 0 {
+		return &requestError{msg: "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", param: "tool_choice"}
 	}
+	var mode string
+	var named struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	switch {
+	case json.Unmarshal(req.ToolChoice, &mode) == nil:
+		a.toolChoice = mode
+	case json.Unmarshal(req.ToolChoice, &named) == nil && named.Function.Name != "":
+		a.toolChoice = named.Function.Name
+	}
+	return nil
+}
+
+// chatFormat reads the response format; json_schema needs its schema.
+func (a *ask) chatFormat(req chatRequest) *requestError {
+	f := req.ResponseFormat
+	if f == nil {
+		return nil
+	}
+	a.format = f.Type
+	if f.Type == "json_schema" {
+		if f.JSONSchema == nil {
+			return &requestError{msg: "Missing required parameter: 'response_format.json_schema'.", param: "response_format.json_schema", code: "missing_required_parameter"}
+		}
+		a.schema = f.JSONSchema.Schema
+	}
+	return nil
+}
+
+// chatTurns reduces the messages to turns; a tool message must answer a
+// call of the assistant message before it.
+func (a *ask) chatTurns(req chatRequest) *requestError {
 	pending := map[string]bool{}
 	for i, m := range req.Messages {
 		t := turn{Role: m.Role, Content: m.Content.text, Name: m.Name, Images: m.Content.images, ToolCallID: m.ToolCallID}
@@ -246,7 +279,7 @@ func (s *Server) chatAsk(req chatRequest) (ask, *requestError) {
 			pending[c.ID] = true
 		}
 		if m.Role == "tool" && !pending[m.ToolCallID] {
-			return a, &requestError{
+			return &requestError{
 				msg:   "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
 				param: fmt.Sprintf("messages.[%d].role", i),
 			}
@@ -254,7 +287,7 @@ func (s *Server) chatAsk(req chatRequest) (ask, *requestError) {
 		a.turns = append(a.turns, t)
 	}
 	a.afterToolResult = len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "tool"
-	return a, nil
+	return nil
 }
 
 type completion struct {

@@ -21,15 +21,12 @@ var anthropicFields = []string{
 }
 
 type messagesRequest struct {
-	Model     string           `json:"model"`
-	MaxTokens int              `json:"max_tokens"`
-	Stream    bool             `json:"stream"`
-	System    anthropicContent `json:"system"`
-	Messages  []struct {
-		Role    string           `json:"role"`
-		Content anthropicContent `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
+	Model     string            `json:"model"`
+	MaxTokens int               `json:"max_tokens"`
+	Stream    bool              `json:"stream"`
+	System    anthropicContent  `json:"system"`
+	Messages  []messagesMessage `json:"messages"`
+	Tools     []struct {
 		Type        string          `json:"type"`
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
@@ -181,24 +178,20 @@ func unknownField(body []byte) error {
 	return fmt.Errorf("%s: Extra inputs are not permitted", unknown[0])
 }
 
+// messagesMessage is one message of a Messages request.
+type messagesMessage struct {
+	Role    string           `json:"role"`
+	Content anthropicContent `json:"content"`
+}
+
 // messagesAsk reduces req. The system prompt counts as one leading system
 // message, and a user message's tool_result blocks as tool messages before
 // what remains of it, so that a conversation hashes the same as its OpenAI
 // form.
 func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 	a := ask{reasoning: s.reasoning[req.Model], parallel: true, n: 1, limit: req.MaxTokens}
-	if req.MaxTokens <= 0 {
-		// The real API requires it; so does the fake, to catch clients
-		// that forget.
-		return a, errors.New("max_tokens: Field required")
-	}
-	if t := req.Thinking; t != nil && t.Type == "enabled" {
-		if t.BudgetTokens < 1024 {
-			return a, errors.New("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
-		}
-		if req.MaxTokens <= t.BudgetTokens {
-			return a, errors.New("`max_tokens` must be greater than `thinking.budget_tokens`")
-		}
+	if err := checkMessagesLimits(req); err != nil {
+		return a, err
 	}
 	a.thinking = req.Thinking != nil && (req.Thinking.Type == "enabled" || req.Thinking.Type == "adaptive")
 	for i, t := range req.Tools {
@@ -208,28 +201,11 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 		def, _ := json.Marshal(t)
 		a.tools = append(a.tools, tool{Name: t.Name, Schema: t.InputSchema, size: len(def)})
 	}
-	if tc := req.ToolChoice; tc != nil {
-		switch tc.Type {
-		case "auto", "none":
-			a.toolChoice = tc.Type
-		case "any":
-			a.toolChoice = "required"
-		case "tool":
-			a.toolChoice = tc.Name
-		default:
-			return a, fmt.Errorf("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
-		}
-		a.parallel = !tc.DisableParallelToolUse
+	if err := a.messagesToolChoice(req); err != nil {
+		return a, err
 	}
-	format := req.OutputFormat
-	if req.OutputConfig != nil && req.OutputConfig.Format != nil {
-		format = req.OutputConfig.Format
-	}
-	if format != nil {
-		if format.Type != "json_schema" {
-			return a, errors.New("output_config.format.type: Input should be 'json_schema'")
-		}
-		a.format, a.schema = "json_schema", format.Schema
+	if err := a.messagesFormat(req); err != nil {
+		return a, err
 	}
 	if sys, imgs := req.System.text(); sys != "" || imgs != nil {
 		a.turns = append(a.turns, turn{Role: "system", Content: sys})
@@ -237,47 +213,130 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 	if err := checkThinking(req, a.thinking); err != nil {
 		return a, err
 	}
-	var uses map[string]bool // the tool_use ids of the previous assistant message
-	for i, m := range req.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return a, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
-		}
-		text, imgs := m.Content.text()
-		if m.Role == "assistant" {
-			t := turn{Role: "assistant", Content: text, Images: imgs}
-			uses = map[string]bool{}
-			for _, b := range m.Content {
-				if b.Type == "tool_use" {
-					t.ToolCalls = append(t.ToolCalls, toolCall{ID: b.ID, Name: b.Name, Arguments: compactJSON(b.Input)})
-					uses[b.ID] = true
-				}
-			}
-			a.turns = append(a.turns, t)
-			continue
-		}
-		results := 0
-		for j, b := range m.Content {
-			if b.Type != "tool_result" {
-				continue
-			}
-			if !uses[b.ToolUseID] {
-				return a, apiMessage(fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
-					"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID))
-			}
-			rt, rimgs := b.Content.text()
-			a.turns = append(a.turns, turn{Role: "tool", Content: rt, Images: rimgs, ToolCallID: b.ToolUseID})
-			results++
-		}
-		if results == 0 || text != "" || imgs != nil {
-			a.turns = append(a.turns, turn{Role: "user", Content: text, Images: imgs})
-		}
-		a.afterToolResult = results > 0
-		uses = nil
-	}
-	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "assistant" {
-		a.afterToolResult = false
+	if err := a.messagesTurns(req.Messages); err != nil {
+		return a, err
 	}
 	return a, nil
+}
+
+// checkMessagesLimits refuses what the real API refuses of the output
+// limit and the thinking budget.
+func checkMessagesLimits(req messagesRequest) error {
+	if req.MaxTokens <= 0 {
+		// The real API requires it; so does the fake, to catch clients
+		// that forget.
+		return errors.New("max_tokens: Field required")
+	}
+	if t := req.Thinking; t != nil && t.Type == "enabled" {
+		if t.BudgetTokens < 1024 {
+			return errors.New("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+		}
+		if req.MaxTokens <= t.BudgetTokens {
+			return errors.New("`max_tokens` must be greater than `thinking.budget_tokens`")
+		}
+	}
+	return nil
+}
+
+// messagesToolChoice reduces the tool choice to OpenAI's terms.
+func (a *ask) messagesToolChoice(req messagesRequest) error {
+	tc := req.ToolChoice
+	if tc == nil {
+		return nil
+	}
+	switch tc.Type {
+	case "auto", "none":
+		a.toolChoice = tc.Type
+	case "any":
+		a.toolChoice = "required"
+	case "tool":
+		a.toolChoice = tc.Name
+	default:
+		return fmt.Errorf("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
+	}
+	a.parallel = !tc.DisableParallelToolUse
+	return nil
+}
+
+// messagesFormat reads the output format, output_config's winning over
+// the older output_format.
+func (a *ask) messagesFormat(req messagesRequest) error {
+	format := req.OutputFormat
+	if req.OutputConfig != nil && req.OutputConfig.Format != nil {
+		format = req.OutputConfig.Format
+	}
+	if format == nil {
+		return nil
+	}
+	if format.Type != "json_schema" {
+		return errors.New("output_config.format.type: Input should be 'json_schema'")
+	}
+	a.format, a.schema = "json_schema", format.Schema
+	return nil
+}
+
+// messagesTurns reduces the messages to turns: an assistant message with
+// its tool calls, a user message's tool results as tool turns before what
+// remains of it. A tool result must answer a tool_use of the previous
+// assistant message.
+func (a *ask) messagesTurns(msgs []messagesMessage) error {
+	var uses map[string]bool // the tool_use ids of the previous assistant message
+	for i, m := range msgs {
+		if m.Role != "user" && m.Role != "assistant" {
+			return fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
+		}
+		if m.Role == "assistant" {
+			uses = a.assistantTurn(m)
+			continue
+		}
+		if err := a.userTurn(i, m, uses); err != nil {
+			return err
+		}
+		uses = nil
+	}
+	if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
+		a.afterToolResult = false
+	}
+	return nil
+}
+
+// assistantTurn appends an assistant message and returns its tool_use ids.
+func (a *ask) assistantTurn(m messagesMessage) map[string]bool {
+	text, imgs := m.Content.text()
+	t := turn{Role: "assistant", Content: text, Images: imgs}
+	uses := map[string]bool{}
+	for _, b := range m.Content {
+		if b.Type == "tool_use" {
+			t.ToolCalls = append(t.ToolCalls, toolCall{ID: b.ID, Name: b.Name, Arguments: compactJSON(b.Input)})
+			uses[b.ID] = true
+		}
+	}
+	a.turns = append(a.turns, t)
+	return uses
+}
+
+// userTurn appends the tool results of user message i, each answering
+// one of uses, then what remains of it.
+func (a *ask) userTurn(i int, m messagesMessage, uses map[string]bool) error {
+	text, imgs := m.Content.text()
+	results := 0
+	for j, b := range m.Content {
+		if b.Type != "tool_result" {
+			continue
+		}
+		if !uses[b.ToolUseID] {
+			return apiMessage(fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
+				"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID))
+		}
+		rt, rimgs := b.Content.text()
+		a.turns = append(a.turns, turn{Role: "tool", Content: rt, Images: rimgs, ToolCallID: b.ToolUseID})
+		results++
+	}
+	if results == 0 || text != "" || imgs != nil {
+		a.turns = append(a.turns, turn{Role: "user", Content: text, Images: imgs})
+	}
+	a.afterToolResult = results > 0
+	return nil
 }
 
 // checkThinking refuses what the real API refuses of thinking blocks: a

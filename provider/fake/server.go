@@ -3,6 +3,7 @@ package fake
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -89,11 +90,13 @@ func (sc Scripted) shapes(stream bool) bool {
 	if sc.Status < 300 {
 		return true // a success without a body is the endpoint's own answer
 	}
-	return sc.Tool != "" || sc.ToolCalls > 0 || sc.Text || sc.Content != "" || sc.Refusal != "" ||
-		sc.FinishReason != "" || sc.Model != "" || sc.CachedTokens > 0 || sc.CacheWriteTokens > 0 || sc.ReasoningTokens > 0 ||
-		sc.Logprobs || sc.SystemFingerprint != "" || sc.Thinking != "" || sc.Signature != "" ||
-		sc.RedactedThinking != "" || sc.StopSequence != "" ||
-		(stream && (sc.StreamCutAfter > 0 || sc.ChunkDelayMS > 0))
+	return slices.Contains([]bool{ // a field that shapes the answer
+		sc.Tool != "", sc.ToolCalls > 0, sc.Text, sc.Content != "", sc.Refusal != "",
+		sc.FinishReason != "", sc.Model != "", sc.CachedTokens > 0, sc.CacheWriteTokens > 0, sc.ReasoningTokens > 0,
+		sc.Logprobs, sc.SystemFingerprint != "", sc.Thinking != "", sc.Signature != "",
+		sc.RedactedThinking != "", sc.StopSequence != "",
+		stream && sc.StreamCutAfter > 0, stream && sc.ChunkDelayMS > 0,
+	}, true)
 }
 
 // Call is one model call the fake received, on any endpoint.
