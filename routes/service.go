@@ -62,13 +62,6 @@ func New(d Deps) *Service {
 		Format: func(_ *Route, v any) (any, error) { return v, nil }}
 }
 
-// NewService is New with its dependencies in order, for the callers in
-// server/ and cmd/ until they build a Deps; it goes with the last of them.
-func NewService(pool *pgxpool.Pool, t *tasks.Service, cat *catalog.Catalog, routes map[string]*Route,
-	m *metrics.Metrics, log *slog.Logger, now func() time.Time) *Service {
-	return New(Deps{Pool: pool, Tasks: t, Catalog: cat, Routes: routes, Metrics: m, Log: log, Now: now})
-}
-
 // Errors.
 var (
 	ErrNotFound = errors.New("routes: no such route")

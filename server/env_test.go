@@ -278,7 +278,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routeSvc := routes.NewService(pool, svc, cat, compiled, m, log, clock.Now)
+	routeSvc := routes.New(routes.Deps{Pool: pool, Tasks: svc, Catalog: cat, Routes: compiled, Metrics: m, Log: log, Now: clock.Now})
 	keys := accounts.NewStore(pool)
 	go keys.CacheKeys(ctx, accounts.CacheOptions{})
 	h := server.New(server.Deps{

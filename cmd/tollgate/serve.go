@@ -154,7 +154,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 	if err != nil {
 		return err
 	}
-	routeSvc := routes.NewService(pool, svc, cfg.Catalog, compiled, m, log, nil)
+	routeSvc := routes.New(routes.Deps{Pool: pool, Tasks: svc, Catalog: cfg.Catalog, Routes: compiled, Metrics: m, Log: log})
 	var draining atomic.Bool
 	keys := accounts.NewStore(pool)
 	handler := server.New(server.Deps{
