@@ -184,7 +184,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error)
 // authenticate reads the principal of a key's digest: a key neither
 // revoked nor expired. It also notes when the key was last used, at most
 // once a minute per key: a write once a minute rather than per request,
-// which is not announced as a change (migration 000146), so the key stays
+// which is not announced as a change (the api_keys_updated trigger), so the key stays
 // cached everywhere.
 func (s *Store) authenticate(ctx context.Context, digest [32]byte) (Principal, error) {
 	var p Principal

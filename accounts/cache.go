@@ -10,7 +10,7 @@ import (
 )
 
 // keyChangedChannel is where PostgreSQL announces every change to an API
-// key, with the key's id (migration 000113's trigger).
+// key, with the key's id (the api_keys_changed trigger).
 const keyChangedChannel = "tollgate_api_key_changed"
 
 // CacheOptions tune the key cache; zero values take the defaults.

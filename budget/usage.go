@@ -190,8 +190,8 @@ func (s *Store) Usage(ctx context.Context, f UsageFilter) (UsageReport, error) {
 
 // utcDay and utcMonth are the UTC day and month a row was settled in, as
 // timestamptz. They equal date_trunc(unit, settled_at, 'UTC') but are
-// immutable, so the extended statistics usage_records_groups (migration
-// 000110) can be defined on them exactly as written here: with those the
+// immutable, so the extended statistics usage_records_groups (the baseline
+// migration) can be defined on them exactly as written here: with those the
 // planner knows a window holds thousands of groups, not one per row, and
 // aggregates in a hash table, in parallel, instead of sorting every row.
 const (

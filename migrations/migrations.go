@@ -3,8 +3,10 @@
 // `tollgate migrate up` creates everything a process needs.
 //
 // River's versions are generated from River's published SQL by
-// internal/rivergen; Tollgate's own start at 000100 so that both histories
-// stay readable.
+// internal/rivergen; Tollgate's own start at 000100, the v0.1.0 baseline
+// (the whole schema as released), and every later change is a migration
+// numbered after it, so that a database of any release since v0.1.0
+// migrates forward.
 package migrations
 
 //go:generate go run ./internal/rivergen .

@@ -67,7 +67,7 @@ func TestDownAndUpRoundTrip(t *testing.T) {
 // from or filters on a column it changes, and when the new version fits on
 // the row's page. A succeeded task's finish changes the columns below; an
 // index that names one of them would put an entry in every index of tasks,
-// the request words' GIN index included, for every finish (000114).
+// the request words' GIN index included, for every finish.
 func TestTaskFinishCanBeHOT(t *testing.T) {
 	t.Parallel()
 	conn := connect(t)

@@ -304,7 +304,7 @@ const budgetsSQL = `
 // written in the task's own transactions), whose partial index is in
 // admission order: the reservation's created_at is its task's, both the
 // admission transaction's now(). An index on the tasks themselves would
-// keep their finishes from being HOT (migration 000114).
+// keep their finishes from being HOT (the baseline migration).
 const waitingSQL = `
 	SELECT t.id::text AS task_id, t.owner_id, t.model, t.status, t.created_at,
 	       GREATEST(EXTRACT(EPOCH FROM $1::timestamptz - t.created_at), 0)::float8 AS age_seconds,

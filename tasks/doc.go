@@ -60,7 +60,7 @@
 // without a read; a finish in the caller's process returns the row from
 // its UPDATE when someone waits, and the waiter takes that: no read at all.
 //
-// A task's finish changes no indexed column (migration 000114), so it is a
+// A task's finish changes no indexed column (the baseline migration), so it is a
 // HOT update; keep status, result, error, output_sealed, finished_at and
 // updated_at out of every index of tasks.
 //

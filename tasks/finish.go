@@ -78,7 +78,7 @@ func queueFinish(b *pgx.Batch, id string, status Status, res *Result, f *Failure
 		stored = &r
 	}
 	// A trigger sets ended_unsucceeded from status, NULL for a success, so
-	// that its finish, changing no indexed column, can be HOT (000114).
+	// that its finish, changing no indexed column, can be HOT (the baseline migration).
 	const finishSQL = `
 		UPDATE tasks SET status = $2, result = $3, error = $4, output_sealed = COALESCE($5, output_sealed),
 		       answer_sealed = COALESCE($6, answer_sealed), finished_at = now(), updated_at = now()

@@ -36,7 +36,7 @@ const safetyNetBatch = 100
 // Unfinished tasks are found by their held reservations (the index
 // budget_reservations_held_created): an index of tasks on their status or
 // finish would make every finish change an indexed column, and a finish
-// could no longer be a HOT update (migration 000114).
+// could no longer be a HOT update (the baseline migration).
 func (s *Service) WriteSafetyNetsOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {

@@ -65,7 +65,7 @@ func (b *sqlBuilder) arg(v any) string {
 
 // searchDocument is what support's word search matches: the first
 // SearchPrefixChars characters of the stored request, the expression of
-// the tasks_request_text index (migration 000128). A whole request could
+// the tasks_request_text index (the baseline migration, 000100). A whole request could
 // pass to_tsvector's 1 MiB limit and fail its INSERT.
 const searchDocument = "to_tsvector('simple', left(request::text, 65536))"
 
@@ -89,13 +89,13 @@ func searchSQL(f SearchFilter, key string, after cursor, limit int) sqlBuilder {
 	case "":
 	case StatusQueued, StatusRunning:
 		// Unfinished tasks, a small share of all, are those whose
-		// reservation is held, which has its own index (000114).
+		// reservation is held, which has its own index (the baseline migration).
 		where = append(where, "finished_at IS NULL",
 			"tasks.id IN (SELECT task_id FROM budget_reservations WHERE state = 'held')",
 			"tasks.status = "+b.arg(string(f.Status)))
 	case StatusFailed, StatusCanceled:
 		// Failed and canceled tasks, a small share of all, are marked for
-		// their own index (000114).
+		// their own index (the baseline migration).
 		where = append(where, "ended_unsucceeded = "+b.arg(string(f.Status)))
 	default:
 		where = append(where, "tasks.status = "+b.arg(string(f.Status)))

@@ -127,7 +127,7 @@ type PGCost struct {
 	OtherDBCommits  int64  `json:"other_db_commits"`
 	// TasksUpdated and TasksHOTUpdated count the updates of tasks rows and
 	// those that were heap-only (no index entry written): a task's finish
-	// should be one (migration 000114).
+	// should be one (the baseline migration).
 	TasksUpdated    int64 `json:"tasks_updated"`
 	TasksHOTUpdated int64 `json:"tasks_hot_updated"`
 

@@ -1,1 +1,0 @@
-ALTER TABLE task_attempts DROP COLUMN model;

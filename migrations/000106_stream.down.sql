@@ -1,1 +1,0 @@
-ALTER TABLE replay_records DROP COLUMN stream;

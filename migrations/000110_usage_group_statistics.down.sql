@@ -1,1 +1,0 @@
-DROP STATISTICS IF EXISTS usage_records_groups;

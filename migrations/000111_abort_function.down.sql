@@ -1,1 +1,0 @@
-DROP FUNCTION IF EXISTS tollgate_abort(text, text);

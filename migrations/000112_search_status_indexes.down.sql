@@ -1,2 +1,0 @@
-DROP INDEX IF EXISTS tasks_canceled_created;
-DROP INDEX IF EXISTS tasks_failed_created;

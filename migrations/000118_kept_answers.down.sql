@@ -1,1 +1,0 @@
-DROP TABLE IF EXISTS task_kept_answers;

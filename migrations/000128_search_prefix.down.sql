@@ -1,2 +1,0 @@
-DROP INDEX tasks_request_text;
-CREATE INDEX tasks_request_text ON tasks USING gin (to_tsvector('simple', request::text));

@@ -1,1 +1,0 @@
-ALTER TABLE task_kept_answers ALTER COLUMN sent DROP DEFAULT;

@@ -1,3 +1,0 @@
-DELETE FROM river_job WHERE kind = 'webhook_delivery';
-DROP TABLE webhook_events;
-DROP TABLE webhook_endpoints;

@@ -1,1 +1,0 @@
-ALTER TABLE webhook_endpoints DROP COLUMN accepted_at, DROP COLUMN allow_private;
