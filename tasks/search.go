@@ -120,8 +120,8 @@ func searchSQL(f SearchFilter, key string, after cursor, limit int) sqlBuilder {
 	if uuid.Validate(f.Query) == nil {
 		arms = append(arms, "SELECT id FROM tasks WHERE "+cond+" AND id = "+b.arg(f.Query)+"::uuid")
 	}
-	// The key as stored, and as given for tasks stored before keys were
-	// digested.
+	// The key a client sent, as stored, and the query as given: the
+	// stored form itself ("h:" and its digest), as answers show it.
 	owners := "SELECT o.id, k FROM owners o, unnest(ARRAY[" + b.arg(key) + "::text, " + qa + "]) k"
 	if f.OwnerID != "" {
 		owners += " WHERE o.id = " + b.arg(f.OwnerID)

@@ -304,7 +304,7 @@ type Task struct {
 	outputSealed []byte // the sealed output
 	answerSealed []byte // the sealed rest of the answer (answer.go)
 	policy       string // the owner's redaction policy when the task was created
-	jobID        *int64 // the task's current River job (NULL for tasks older than the column)
+	jobID        *int64 // the task's current River job; NULL for none
 }
 
 // Public failure codes: one per reaction, stable, documented in
