@@ -87,7 +87,7 @@ func TestSettlementUsesReportedOrEstimatedUsage(t *testing.T) {
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"twelve bytes"},"finish_reason":"stop"}]}`
 	overUsage := `{"id":"x","object":"chat.completion","created":1,"model":"test-model",` +
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"long"},"finish_reason":"length"}],` +
-		`"usage":{"prompt_tokens":1000,"completion_tokens":1000,"total_tokens":2000}}`
+		`"usage":{"prompt_tokens":2800,"completion_tokens":100,"total_tokens":2900}}`
 	cases := []struct {
 		name          string
 		script        []fake.Scripted
@@ -101,7 +101,8 @@ func TestSettlementUsesReportedOrEstimatedUsage(t *testing.T) {
 		{"reported", nil, 1_000_000, "reported", 38, 38, 0},
 		// No usage: input estimated 2+4 tokens, output "twelve bytes" 3 tokens: 6 + 6.
 		{"estimated", []fake.Scripted{{Status: 200, Body: noUsage}}, 1_000_000, "estimated", 12, 12, 0},
-		// Usage far above the 206 reserved with only 500 in the budget:
+		// Usage far above the 206 reserved (input beyond the estimate,
+		// output at the limit) with only 500 in the budget:
 		// charged up to the balance, the rest recorded as shortfall.
 		{"above reservation", []fake.Scripted{{Status: 200, Body: overUsage}}, 500, "reported", 3000, 500, 2500},
 	}

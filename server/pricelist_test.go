@@ -127,7 +127,7 @@ func TestPriceListRefusesTypos(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, envOptions{priceList: testPriceList, listPass: true})
 		key := e.owner("acme", accounts.RoleClient, 1_000_000)
-		e.fake.Script(openAIAnswer(`{"prompt_tokens":1000,"completion_tokens":2000,"total_tokens":3000}`))
+		e.fake.Script(openAIAnswer(`{"prompt_tokens":1000,"completion_tokens":10,"total_tokens":1010}`))
 		r := e.post(key, "k", body, map[string]string{"Prefer": "wait=30"})
 		if r.status != http.StatusOK && r.status != http.StatusAccepted {
 			t.Fatalf("POST: %d %s", r.status, r.body)
@@ -136,7 +136,7 @@ func TestPriceListRefusesTypos(t *testing.T) {
 		if task.Status != "succeeded" {
 			t.Fatalf("task %s, want succeeded", task.Status)
 		}
-		want := budget.DefaultPrice.Cost(1000, 2000)
+		want := budget.DefaultPrice.Cost(1000, 10)
 		e.expectScalars([]scalarCheck{
 			{"charged at the default", `SELECT charged_micros FROM usage_records WHERE task_id = $1`, want},
 			{"estimated reservations", `SELECT count(*) FROM budget_reservations WHERE task_id = $1 AND estimated`, 1},
