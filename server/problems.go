@@ -122,84 +122,120 @@ func problemOf(err error) Problem {
 	return Problem{Status: status, Code: code, Detail: detail, Errors: fields}
 }
 
-// classify maps domain errors; see problemOf.
+// classify maps domain errors; see problemOf. Each kind of error has one
+// mapper; the first that knows err answers.
 func classify(err error) (status int, code, detail string, fields []tasks.FieldError) {
-	var ve *tasks.ValidationError
-	var re *tasks.RefusedError
-	var rl *tasks.RateLimitedError
-	var he *echo.HTTPError
-	var pgErr *pgconn.PgError
-	var connErr *pgconn.ConnectError
-	if status, code, detail, fields, ok := routeProblem(err); ok {
-		return status, code, detail, fields
-	}
-	if status, code, detail, fields, ok := webhookProblem(err); ok {
-		return status, code, detail, fields
-	}
-	switch {
-	case errors.As(err, &ve):
-		return http.StatusBadRequest, "invalid_request", validationDetail, ve.Fields
-	case errors.As(err, &re):
-		if re.Field == "" {
-			return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.", nil
+	for _, known := range []func(error) (int, string, string, []tasks.FieldError, bool){
+		routeProblem, webhookProblem, requestProblem, fixedProblem, httpProblem,
+	} {
+		if status, code, detail, fields, ok := known(err); ok {
+			return status, code, detail, fields
 		}
-		return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.",
-			[]tasks.FieldError{{Field: re.Field, Message: re.Message}}
-	case errors.Is(err, tasks.ErrIdempotencyKeyReused):
-		return http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"This key names an earlier task with a different request; use a new key for a new request.", nil
-	case errors.Is(err, budget.ErrInsufficient):
-		return http.StatusPaymentRequired, "budget_exceeded",
-			"The remaining budget cannot cover this request's reservation. The idempotency key was not used.", nil
-	case errors.As(err, &rl):
-		return http.StatusTooManyRequests, "rate_limited", rateLimitedMessage(rl), nil
-	case errors.Is(err, limits.ErrOwnerNotFound):
-		return http.StatusNotFound, "not_found", "No such owner.", nil
-	case errors.Is(err, limits.ErrInvalid):
-		field, msg := limitsField(err)
-		return http.StatusBadRequest, "invalid_request", field + ": " + msg + ".", []tasks.FieldError{{Field: field, Message: msg}}
-	case errors.Is(err, tasks.ErrOverloaded):
-		return http.StatusServiceUnavailable, "overloaded",
-			"The service is behind and refused this new task without writing anything; the idempotency key is still free. Retry after Retry-After seconds.", nil
-	case errors.Is(err, tasks.ErrNotFound):
-		return http.StatusNotFound, "not_found", "No such task.", nil
-	case errors.Is(err, tasks.ErrNotFinished):
-		return http.StatusConflict, "conflict", "The task has not finished yet.", nil
-	case errors.Is(err, accounts.ErrNotFound):
-		return http.StatusNotFound, "not_found", "No such owner.", nil
-	case errors.Is(err, accounts.ErrKeyNotFound):
-		return http.StatusNotFound, "not_found", "No such active key.", nil
-	case errors.Is(err, accounts.ErrInvalid):
-		return http.StatusBadRequest, "invalid_request", accountsDetail(err), nil
-	case errors.Is(err, tasks.ErrFinished):
-		return http.StatusConflict, "conflict", "The task already finished; there is nothing to cancel.", nil
-	case errors.Is(err, budget.ErrNotFound):
-		return http.StatusNotFound, "not_found", "No such budget.", nil
-	case errors.Is(err, budget.ErrBelowCommitted):
-		return http.StatusConflict, "conflict", "The new total is below what is already reserved plus spent this period.", nil
-	case errors.Is(err, tasks.ErrInvalidCursor):
-		return http.StatusBadRequest, "invalid_request", "The cursor is not one this service issued.",
-			[]tasks.FieldError{{Field: "cursor", Message: "not a cursor this service issued"}}
-	case errors.Is(err, budget.ErrInvalid):
-		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil
-	case errors.Is(err, accounts.ErrUnauthenticated):
-		return http.StatusUnauthorized, "unauthorized", "Send a valid API key as Authorization: Bearer YOUR_API_KEY.", nil
-	case errors.As(err, &he):
-		switch he.Code {
-		case http.StatusNotFound:
-			return he.Code, "not_found", "No such resource.", nil
-		case http.StatusMethodNotAllowed:
-			return he.Code, "method_not_allowed", "This resource does not support that method.", nil
-		case http.StatusRequestEntityTooLarge:
-			return he.Code, "payload_too_large", "The request body is too large.", nil
-		case http.StatusUnsupportedMediaType:
-			return he.Code, "unsupported_media_type", "The request body must be application/json.", nil
-		}
-	case errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err), errors.As(err, &connErr),
-		errors.As(err, &pgErr) && (pgErr.Code == "57P01" || pgErr.Code == "57P03"):
+	}
+	if unavailable(err) {
 		return http.StatusServiceUnavailable, "unavailable", "The service is briefly unavailable; retry shortly.", nil
 	}
 	return http.StatusInternalServerError, "internal", "Something went wrong on our side; quote the trace_id to support.", nil
+}
+
+// requestProblem maps the errors that say what is wrong with a request:
+// their detail and fields come from the error.
+func requestProblem(err error) (int, string, string, []tasks.FieldError, bool) {
+	var ve *tasks.ValidationError
+	var re *tasks.RefusedError
+	var rl *tasks.RateLimitedError
+	switch {
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, "invalid_request", validationDetail, ve.Fields, true
+	case errors.As(err, &re):
+		if re.Field == "" {
+			return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.", nil, true
+		}
+		return http.StatusBadRequest, re.Code, re.Message + ". The idempotency key was not used.",
+			[]tasks.FieldError{{Field: re.Field, Message: re.Message}}, true
+	case errors.As(err, &rl):
+		return http.StatusTooManyRequests, "rate_limited", rateLimitedMessage(rl), nil, true
+	case errors.Is(err, limits.ErrInvalid):
+		field, msg := limitsField(err)
+		return http.StatusBadRequest, "invalid_request", field + ": " + msg + ".", []tasks.FieldError{{Field: field, Message: msg}}, true
+	case errors.Is(err, accounts.ErrInvalid):
+		return http.StatusBadRequest, "invalid_request", accountsDetail(err), nil, true
+	case errors.Is(err, budget.ErrInvalid):
+		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil, true
+	}
+	return 0, "", "", nil, false
+}
+
+// fixedProblems are the domain errors whose answer never varies.
+var fixedProblems = []struct {
+	err           error
+	status        int
+	code, detail  string
+	field, reason string // the field the problem names, when it names one
+}{
+	{err: tasks.ErrIdempotencyKeyReused, status: http.StatusUnprocessableEntity, code: "idempotency_key_reused",
+		detail: "This key names an earlier task with a different request; use a new key for a new request."},
+	{err: budget.ErrInsufficient, status: http.StatusPaymentRequired, code: "budget_exceeded",
+		detail: "The remaining budget cannot cover this request's reservation. The idempotency key was not used."},
+	{err: limits.ErrOwnerNotFound, status: http.StatusNotFound, code: "not_found", detail: "No such owner."},
+	{err: tasks.ErrOverloaded, status: http.StatusServiceUnavailable, code: "overloaded",
+		detail: "The service is behind and refused this new task without writing anything; the idempotency key is still free. Retry after Retry-After seconds."},
+	{err: tasks.ErrNotFound, status: http.StatusNotFound, code: "not_found", detail: "No such task."},
+	{err: tasks.ErrNotFinished, status: http.StatusConflict, code: "conflict", detail: "The task has not finished yet."},
+	{err: accounts.ErrNotFound, status: http.StatusNotFound, code: "not_found", detail: "No such owner."},
+	{err: accounts.ErrKeyNotFound, status: http.StatusNotFound, code: "not_found", detail: "No such active key."},
+	{err: tasks.ErrFinished, status: http.StatusConflict, code: "conflict", detail: "The task already finished; there is nothing to cancel."},
+	{err: budget.ErrNotFound, status: http.StatusNotFound, code: "not_found", detail: "No such budget."},
+	{err: budget.ErrBelowCommitted, status: http.StatusConflict, code: "conflict",
+		detail: "The new total is below what is already reserved plus spent this period."},
+	{err: tasks.ErrInvalidCursor, status: http.StatusBadRequest, code: "invalid_request", detail: "The cursor is not one this service issued.",
+		field: "cursor", reason: "not a cursor this service issued"},
+	{err: accounts.ErrUnauthenticated, status: http.StatusUnauthorized, code: "unauthorized",
+		detail: "Send a valid API key as Authorization: Bearer YOUR_API_KEY."},
+}
+
+// fixedProblem maps err by fixedProblems.
+func fixedProblem(err error) (int, string, string, []tasks.FieldError, bool) {
+	for _, f := range fixedProblems {
+		if !errors.Is(err, f.err) {
+			continue
+		}
+		var fields []tasks.FieldError
+		if f.field != "" {
+			fields = []tasks.FieldError{{Field: f.field, Message: f.reason}}
+		}
+		return f.status, f.code, f.detail, fields, true
+	}
+	return 0, "", "", nil, false
+}
+
+// httpProblem maps Echo's own errors: no route, no method, too large, not
+// JSON.
+func httpProblem(err error) (int, string, string, []tasks.FieldError, bool) {
+	var he *echo.HTTPError
+	if !errors.As(err, &he) {
+		return 0, "", "", nil, false
+	}
+	switch he.Code {
+	case http.StatusNotFound:
+		return he.Code, "not_found", "No such resource.", nil, true
+	case http.StatusMethodNotAllowed:
+		return he.Code, "method_not_allowed", "This resource does not support that method.", nil, true
+	case http.StatusRequestEntityTooLarge:
+		return he.Code, "payload_too_large", "The request body is too large.", nil, true
+	case http.StatusUnsupportedMediaType:
+		return he.Code, "unsupported_media_type", "The request body must be application/json.", nil, true
+	}
+	return 0, "", "", nil, false
+}
+
+// unavailable reports whether err is the database or a deadline briefly
+// out of reach: worth a retry.
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	var connErr *pgconn.ConnectError
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err) || errors.As(err, &connErr) ||
+		errors.As(err, &pgErr) && (pgErr.Code == "57P01" || pgErr.Code == "57P03")
 }
 
 // errorHandler renders every error as problem+json, or in the dialect

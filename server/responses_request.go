@@ -290,59 +290,84 @@ func inputMessages(raw json.RawMessage) ([]provider.Message, []string, error) {
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, nil, fieldErr("input", "must be a string or an array of input items")
 	}
-	var msgs []provider.Message
-	var origins []string
+	var in inputItems
 	for i, item := range items {
-		at := fmt.Sprintf("input[%d]", i)
-		head, _, err := objectHead(item, at, "type", "role")
-		if err != nil {
+		if err := in.add(item, fmt.Sprintf("input[%d]", i)); err != nil {
 			return nil, nil, err
 		}
-		switch typ := head["type"]; {
-		case typ == "message" || (typ == "" && head["role"] != ""):
-			m, err := messageItem(item, at)
-			if err != nil {
-				return nil, nil, err
-			}
-			msgs, origins = append(msgs, m), append(origins, at)
-		case typ == "function_call":
-			var fc respFunctionCallItem
-			if err := decodeBytes(item, &fc, scanStrict, at); err != nil {
-				return nil, nil, err
-			}
-			if fc.CallID == "" || fc.Name == "" {
-				return nil, nil, fieldErr(at, "must name its call_id and name")
-			}
-			call := provider.ToolCall{ID: fc.CallID, Type: "function", Function: provider.FunctionCall{Name: fc.Name, Arguments: fc.Arguments}}
-			// Calls of one turn, and the text before them, are one
-			// assistant message in a chat.
-			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" && strings.HasPrefix(origins[n-1], "input[") {
-				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
-				continue
-			}
-			msgs = append(msgs, provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{call}})
-			origins = append(origins, at)
-		case typ == "function_call_output":
-			var fo respFunctionOutputItem
-			if err := decodeBytes(item, &fo, scanStrict, at); err != nil {
-				return nil, nil, err
-			}
-			if fo.CallID == "" {
-				return nil, nil, fieldErr(at+".call_id", "must name the call it answers")
-			}
-			content, err := toolOutput(fo.Output, at+".output")
-			if err != nil {
-				return nil, nil, err
-			}
-			msgs = append(msgs, provider.Message{Role: "tool", ToolCallID: fo.CallID, Content: content})
-			origins = append(origins, at)
-		case typ == "":
-			return nil, nil, fieldErr(at+".type", "must be given (message, function_call or function_call_output)")
-		default:
-			return nil, nil, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not carry: send message, function_call or function_call_output items", typ))
-		}
 	}
-	return msgs, origins, nil
+	return in.msgs, in.origins, nil
+}
+
+// inputItems are the chat messages input items make, each with the input
+// field it came from.
+type inputItems struct {
+	msgs    []provider.Message
+	origins []string
+}
+
+// add appends the item at field at, by its type.
+func (in *inputItems) add(item json.RawMessage, at string) error {
+	head, _, err := objectHead(item, at, "type", "role")
+	if err != nil {
+		return err
+	}
+	switch typ := head["type"]; {
+	case typ == "message" || (typ == "" && head["role"] != ""):
+		m, err := messageItem(item, at)
+		if err != nil {
+			return err
+		}
+		in.append(m, at)
+		return nil
+	case typ == "function_call":
+		return in.functionCall(item, at)
+	case typ == "function_call_output":
+		return in.functionOutput(item, at)
+	case typ == "":
+		return fieldErr(at+".type", "must be given (message, function_call or function_call_output)")
+	}
+	return fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not carry: send message, function_call or function_call_output items", head["type"]))
+}
+
+func (in *inputItems) append(m provider.Message, at string) {
+	in.msgs, in.origins = append(in.msgs, m), append(in.origins, at)
+}
+
+// functionCall adds a call of the model's. Calls of one turn, and the text
+// before them, are one assistant message in a chat.
+func (in *inputItems) functionCall(item json.RawMessage, at string) error {
+	var fc respFunctionCallItem
+	if err := decodeBytes(item, &fc, scanStrict, at); err != nil {
+		return err
+	}
+	if fc.CallID == "" || fc.Name == "" {
+		return fieldErr(at, "must name its call_id and name")
+	}
+	call := provider.ToolCall{ID: fc.CallID, Type: "function", Function: provider.FunctionCall{Name: fc.Name, Arguments: fc.Arguments}}
+	if n := len(in.msgs); n > 0 && in.msgs[n-1].Role == "assistant" && strings.HasPrefix(in.origins[n-1], "input[") {
+		in.msgs[n-1].ToolCalls = append(in.msgs[n-1].ToolCalls, call)
+		return nil
+	}
+	in.append(provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{call}}, at)
+	return nil
+}
+
+// functionOutput adds a call's result, as a tool message.
+func (in *inputItems) functionOutput(item json.RawMessage, at string) error {
+	var fo respFunctionOutputItem
+	if err := decodeBytes(item, &fo, scanStrict, at); err != nil {
+		return err
+	}
+	if fo.CallID == "" {
+		return fieldErr(at+".call_id", "must name the call it answers")
+	}
+	content, err := toolOutput(fo.Output, at+".output")
+	if err != nil {
+		return err
+	}
+	in.append(provider.Message{Role: "tool", ToolCallID: fo.CallID, Content: content}, at)
+	return nil
 }
 
 // messageItem is one message item as a chat message.
