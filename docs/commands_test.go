@@ -265,7 +265,7 @@ func startDemo(t *testing.T, bash, dir string, env []string) string {
 		}
 	}
 	got := strings.Join(exports, "\n")
-	for _, want := range []string{"export KEY=tg_", "export TG=http://" + addr, "export FAKE=http://" + fakeAddr} {
+	for _, want := range []string{"export TOLLGATE_KEY=tg_", "export TG=http://" + addr, "export FAKE=http://" + fakeAddr} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("make run's banner has no %q line; it printed:\n%s", want, out)
 		}

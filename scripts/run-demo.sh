@@ -65,7 +65,7 @@ Owner "$owner" has a budget of $micros micros ($((micros / 1000000)) units) and 
 
 For the walkthrough (docs/walkthrough.md), in another terminal:
 
-export KEY=$key
+export TOLLGATE_KEY=$key
 export TG=http://$addr
 export FAKE=http://$TOLLGATE_FAKE_ADDR
 $fake
