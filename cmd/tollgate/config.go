@@ -231,6 +231,7 @@ func (c config) logValue() slog.Value {
 		slog.String("drain_delay", c.DrainDelay.String()),
 		slog.String("drain_timeout", c.DrainTimeout.String()),
 		slog.String("config_file", c.ConfigFile),
+		slog.String("prices_source", c.priceSource()),
 		slog.String("prices_file", c.PricesFile),
 		slog.Int("prices_file_models", c.PriceModels),
 		slog.Bool("pass_through", c.PassThrough),
@@ -238,6 +239,24 @@ func (c config) logValue() slog.Value {
 		slog.Any("providers", providersForLog(c.Catalog)),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// priceSource names where a model's price comes from, the winner first: a
+// catalog file's own prices, else TOLLGATE_PRICES or the built-in
+// defaults it falls back to; then the price list, for the models those
+// leave out. An operator who set two sources reads which one counts.
+func (c config) priceSource() string {
+	first := "TOLLGATE_PRICES"
+	switch {
+	case c.ConfigFile != "":
+		first = "TOLLGATE_CONFIG"
+	case c.PricesSpec == defaultPrices:
+		first = "built-in defaults"
+	}
+	if c.PricesFile != "" {
+		return first + ", then TOLLGATE_PRICES_FILE"
+	}
+	return first
 }
 
 // prefixesForLog is TOLLGATE_WEBHOOK_ALLOW as read, comma-separated.

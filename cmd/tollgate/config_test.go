@@ -86,6 +86,28 @@ func TestDrainDelaySetting(t *testing.T) {
 	}
 }
 
+// The start-up line names the price source that wins, then the one that
+// fills what it leaves out.
+func TestPriceSource(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  config
+		want string
+	}{
+		{"nothing set", config{PricesSpec: defaultPrices}, "built-in defaults"},
+		{"TOLLGATE_PRICES", config{PricesSpec: "m=1:2"}, "TOLLGATE_PRICES"},
+		{"defaults and a price list", config{PricesSpec: defaultPrices, PricesFile: "p.json"}, "built-in defaults, then TOLLGATE_PRICES_FILE"},
+		{"TOLLGATE_PRICES and a price list", config{PricesSpec: "m=1:2", PricesFile: "p.json"}, "TOLLGATE_PRICES, then TOLLGATE_PRICES_FILE"},
+		{"a catalog file", config{ConfigFile: "c.yaml", PricesSpec: "m=1:2"}, "TOLLGATE_CONFIG"},
+		{"a catalog file and a price list", config{ConfigFile: "c.yaml", PricesFile: "p.json"}, "TOLLGATE_CONFIG, then TOLLGATE_PRICES_FILE"},
+	}
+	for _, c := range cases {
+		if got := c.cfg.priceSource(); got != c.want {
+			t.Errorf("%s: priceSource() = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 // TOLLGATE_PRICES_FILE loads a price list into the catalog and turns
 // pass-through off unless TOLLGATE_PASS_THROUGH=on; a bad file or switch
 // stops the start, naming the variable.

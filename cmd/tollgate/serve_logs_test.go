@@ -213,6 +213,9 @@ func TestServeLogsAStartAndAStopThatTellTheTruth(t *testing.T) {
 			t.Errorf("config line shows %s = %v, unused with a catalog file", unused, v)
 		}
 	}
+	if cfg["prices_source"] != "TOLLGATE_CONFIG" {
+		t.Errorf("prices_source = %v, want TOLLGATE_CONFIG (a catalog file's prices win over TOLLGATE_PRICES)", cfg["prices_source"])
+	}
 	if cfg["config_file"] != cfgPath {
 		t.Errorf("config_file = %v, want %s", cfg["config_file"], cfgPath)
 	}
