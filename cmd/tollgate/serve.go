@@ -44,8 +44,9 @@ func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 }
 
 // serve runs the API and the workers until ctx ends, then shuts down in
-// order: stop accepting requests, let running tasks finish (or hand them
-// back to the queue), close the pool.
+// order (stopServing): answer /readyz 503 draining for the drain delay,
+// stop accepting requests, let running tasks finish (or hand them back to
+// the queue), close the pool.
 func serve(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
