@@ -189,7 +189,8 @@ func TestDocumentedCommands(t *testing.T) {
 		"LC_ALL=C",
 		"DATABASE_URL=" + testdb.New(t),
 	}
-	banner := startDemo(t, bash, dir, env)
+	banner, startup := startDemo(t, bash, dir, env)
+	t.Run("start-up warnings", func(t *testing.T) { checkStartupWarnings(t, startup) })
 	for i, doc := range pastedDocuments {
 		t.Run(filepath.Base(doc), func(t *testing.T) {
 			sh := startShell(t, bash, dir, env)
@@ -209,8 +210,9 @@ func TestDocumentedCommands(t *testing.T) {
 }
 
 // startDemo runs scripts/run-demo.sh, as `make run` does, on free ports,
-// and returns the export lines its banner prints once the service answers.
-func startDemo(t *testing.T, bash, dir string, env []string) string {
+// and returns the export lines its banner prints once the service answers,
+// and all it printed until then.
+func startDemo(t *testing.T, bash, dir string, env []string) (banner, startup string) {
 	t.Helper()
 	addr, fakeAddr := freeAddr(t), freeAddr(t)
 	script, err := filepath.Abs("../scripts/run-demo.sh")
@@ -265,12 +267,41 @@ func startDemo(t *testing.T, bash, dir string, env []string) string {
 		}
 	}
 	got := strings.Join(exports, "\n")
-	for _, want := range []string{"export KEY=tg_", "export TG=http://" + addr, "export FAKE=http://" + fakeAddr} {
+	for _, want := range []string{"export TOLLGATE_KEY=tg_", "export TG=http://" + addr, "export FAKE=http://" + fakeAddr} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("make run's banner has no %q line; it printed:\n%s", want, out)
 		}
 	}
-	return got
+	return got, out.String()
+}
+
+// readmeWarningsRE is the README's count of make run's start-up WARN
+// lines, in words.
+var readmeWarningsRE = regexp.MustCompile("(?i)\\b(one|two|three|four|five|six) `WARN` lines\\b")
+
+// checkStartupWarnings holds the README's count of start-up WARN lines to
+// what make run logged before it answered /healthz: every warning is
+// logged before the listener opens.
+func checkStartupWarnings(t *testing.T, startup string) {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := readmeWarningsRE.FindStringSubmatch(string(readme))
+	if m == nil {
+		t.Fatalf("README.md does not say how many `WARN` lines make run logs at start-up (no match for %s)", readmeWarningsRE)
+	}
+	words := map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+	var warns []string
+	for _, l := range strings.Split(startup, "\n") {
+		if strings.Contains(l, `"level":"WARN"`) {
+			warns = append(warns, l)
+		}
+	}
+	if want := words[strings.ToLower(m[1])]; len(warns) != want {
+		t.Errorf("README.md says %s `WARN` lines at start-up; make run logged %d:\n%s", m[1], len(warns), strings.Join(warns, "\n"))
+	}
 }
 
 // shell is one bash session: blocks pasted into it share its variables,

@@ -280,7 +280,7 @@ const rescueAfterMS = "15000"
 
 // serveEnv is the environment of a scenario's instances: a short request
 // timeout, a short rescue delay, few workers so that calls queue up, and
-// the suite's data key.
+// the suite's data key, and no drain delay.
 func serveEnv(dbURL, modelBaseURL string) map[string]string {
 	return map[string]string{
 		"DATABASE_URL":             dbURL,
@@ -291,6 +291,9 @@ func serveEnv(dbURL, modelBaseURL string) map[string]string {
 		"TOLLGATE_MAX_ATTEMPTS":    "4",
 		"TOLLGATE_WORKERS":         "4",
 		"TOLLGATE_DATA_KEY":        dataKey,
+		// No load balancer watches a scenario's /readyz: a stop closes
+		// the listener at once.
+		"TOLLGATE_DRAIN_DELAY_S": "0",
 	}
 }
 

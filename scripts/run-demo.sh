@@ -12,6 +12,7 @@
 #        TOLLGATE_FAKE_ADDR (default here 127.0.0.1:8089: the in-process
 #        fake provider's address, fixed so that the walkthrough can script it),
 #        and everything `tollgate serve` reads (DATABASE_URL, TOLLGATE_ADDR, ...);
+#        TOLLGATE_DRAIN_DELAY_S (default here 0: no balancer to tell),
 #        TOLLGATE_PRICES_FILE defaults to the shipped price list,
 #        deploy/prices/model_prices.json (set it to "" for none)
 set -euo pipefail
@@ -42,6 +43,9 @@ if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
 fi
 
 export TOLLGATE_FAKE_ADDR=${TOLLGATE_FAKE_ADDR:-127.0.0.1:8089}
+# No load balancer watches a demo's /readyz: Ctrl-C closes the listener at
+# once.
+export TOLLGATE_DRAIN_DELAY_S=${TOLLGATE_DRAIN_DELAY_S:-0}
 fake=""
 if [[ -z ${TOLLGATE_CONFIG:-} && -z ${MODEL_BASE_URL:-} ]]; then
 	fake="
@@ -61,7 +65,7 @@ Owner "$owner" has a budget of $micros micros ($((micros / 1000000)) units) and 
 
 For the walkthrough (docs/walkthrough.md), in another terminal:
 
-export KEY=$key
+export TOLLGATE_KEY=$key
 export TG=http://$addr
 export FAKE=http://$TOLLGATE_FAKE_ADDR
 $fake

@@ -21,17 +21,21 @@ func healthz(c echo.Context) error {
 }
 
 // readyz: the database answers and its schema is the one this binary
-// expects. A load balancer should send traffic only on 200.
+// expects, and the process is not draining. A load balancer should send
+// traffic only on 200; a stopping serve answers 503 draining for its
+// drain delay before its listener closes, so that the balancer sees it.
 func readyz(d *Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
+		if d.Draining != nil && d.Draining() {
+			// A drain is a stop going to plan, not a server error: it
+			// is not logged, and the database is not asked.
+			c.Set(ctxLogged, true)
+			return c.JSON(http.StatusServiceUnavailable, health{Status: "unavailable", Checks: map[string]string{"process": "draining"}})
+		}
 		checks := map[string]string{"database": "ok", "migrations": "current"}
 		status := http.StatusOK
-		if d.Draining != nil && d.Draining() {
-			checks["process"] = "draining"
-			return c.JSON(http.StatusServiceUnavailable, health{Status: "unavailable", Checks: checks})
-		}
 		if err := d.Pool.Ping(ctx); err != nil {
 			checks["database"], checks["migrations"] = "unreachable", "unknown"
 			status = http.StatusServiceUnavailable

@@ -62,25 +62,30 @@ func (w *waiter) announce(id string, t *Task) {
 	}
 }
 
+// flushTimeout bounds one notification. Each write has a context of its
+// own, not send's: a stop cancels send's context at any moment, and a
+// write it cut short would lose the last finishes of a normal stop and
+// warn about it. Only a write the database did not take within the bound
+// (it is down or overloaded) warns.
+const flushTimeout = 2 * time.Second
+
 // send announces queued ids until ctx ends, then flushes what is left.
 func (w *waiter) send(ctx context.Context) {
 	for {
-		var first string
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			for w.flush(fctx, "") {
+			for w.flush(ctx, "") {
 			}
 			return
-		case first = <-w.out:
+		case first := <-w.out:
+			w.flush(ctx, first)
 		}
-		w.flush(ctx, first)
 	}
 }
 
 // flush sends one notification with first (if any) and whatever else is
-// queued, up to announceBatch ids. It reports whether it sent anything.
+// queued, up to announceBatch ids, within flushTimeout whether or not ctx
+// has ended. It reports whether it sent anything.
 func (w *waiter) flush(ctx context.Context, first string) bool {
 	batch := make([]string, 0, announceBatch)
 	if first != "" {
@@ -98,7 +103,9 @@ func (w *waiter) flush(ctx context.Context, first string) bool {
 	if len(batch) == 0 {
 		return false
 	}
-	if _, err := w.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, finishedChannel, strings.Join(batch, ",")); err != nil {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	if _, err := w.pool.Exec(fctx, `SELECT pg_notify($1, $2)`, finishedChannel, strings.Join(batch, ",")); err != nil {
 		w.log.Warn("announcing finished tasks failed; other instances' waiters will recheck", slog.Int("tasks", len(batch)), slog.String("error", err.Error()))
 	}
 	return true

@@ -48,16 +48,21 @@ type config struct {
 	RescueAfter      time.Duration
 	SyncWait         time.Duration
 	DrainTimeout     time.Duration
-	HeaderTimeout    time.Duration
-	PricesSpec       string
-	PricesFile       string // TOLLGATE_PRICES_FILE: a price list in LiteLLM's format
-	PriceModels      int    // the models the price list gives
-	PassThrough      bool   // TOLLGATE_PASS_THROUGH=on: with a price list, unknown names still pass through
-	ConfigFile       string
-	Catalog          *catalog.Catalog
-	MetricsAddr      string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
-	MetricsToken     string // TOLLGATE_METRICS_TOKEN: the bearer token /metrics requires
-	FakeAddr         string // TOLLGATE_FAKE_ADDR: where the in-process fake provider listens
+	// DrainDelay is how long a stopping serve keeps its listener open,
+	// /readyz answering 503, before it stops accepting requests: a load
+	// balancer or a Kubernetes readiness probe needs that long to see the
+	// drain and send no more.
+	DrainDelay    time.Duration
+	HeaderTimeout time.Duration
+	PricesSpec    string
+	PricesFile    string // TOLLGATE_PRICES_FILE: a price list in LiteLLM's format
+	PriceModels   int    // the models the price list gives
+	PassThrough   bool   // TOLLGATE_PASS_THROUGH=on: with a price list, unknown names still pass through
+	ConfigFile    string
+	Catalog       *catalog.Catalog
+	MetricsAddr   string // TOLLGATE_METRICS_ADDR: /metrics on a listener of its own
+	MetricsToken  string // TOLLGATE_METRICS_TOKEN: the bearer token /metrics requires
+	FakeAddr      string // TOLLGATE_FAKE_ADDR: where the in-process fake provider listens
 	// WebhookAllow are the addresses every webhook may reach
 	// (TOLLGATE_WEBHOOK_ALLOW), private or refused ones included.
 	WebhookAllow []netip.Prefix
@@ -85,11 +90,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 		FakeAddr:     orDefault(getenv("TOLLGATE_FAKE_ADDR"), "127.0.0.1:0"),
 	}
 	var err error
-	ms, err := intVar(getenv, "REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000)
-	if err != nil {
-		return c, err
-	}
-	c.RequestTimeout = time.Duration(ms) * time.Millisecond
 	mb, err := intVar(getenv, "TOLLGATE_MAX_BODY_BYTES", 1<<20, 1024, 64<<20)
 	if err != nil {
 		return c, err
@@ -107,31 +107,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.MaxAdmitting, err = intVar(getenv, "TOLLGATE_MAX_ADMITTING", 64, 0, 1_000_000); err != nil {
 		return c, err
 	}
-	admWait, err := intVar(getenv, "TOLLGATE_MAX_ADMISSION_WAIT_MS", 500, 1, 600_000)
-	if err != nil {
+	if err := c.readDurations(getenv); err != nil {
 		return c, err
 	}
-	c.MaxAdmissionWait = time.Duration(admWait) * time.Millisecond
-	shedWait, err := intVar(getenv, "TOLLGATE_SHED_QUEUE_WAIT_S", 60, 0, 86_400)
-	if err != nil {
-		return c, err
-	}
-	c.ShedQueueWait = time.Duration(shedWait) * time.Second
-	rescue, err := intVar(getenv, "TOLLGATE_RESCUE_AFTER_MS", 3_600_000, 1000, 86_400_000)
-	if err != nil {
-		return c, err
-	}
-	c.RescueAfter = time.Duration(rescue) * time.Millisecond
-	wait, err := intVar(getenv, "TOLLGATE_SYNC_WAIT_S", 60, 1, 600)
-	if err != nil {
-		return c, err
-	}
-	c.SyncWait = time.Duration(wait) * time.Second
-	drain, err := intVar(getenv, "TOLLGATE_DRAIN_TIMEOUT_S", 30, 1, 3600)
-	if err != nil {
-		return c, err
-	}
-	c.DrainTimeout = time.Duration(drain) * time.Second
 	c.HeaderTimeout = 10 * time.Second
 	c.ConfigFile = getenv("TOLLGATE_CONFIG")
 	if c.ConfigFile != "" {
@@ -157,6 +135,32 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.WebhookAllow, err = webhookAllow(getenv)
 	return c, err
+}
+
+// readDurations reads the settings that are durations, each a whole
+// number of its unit within its range, failing on the first that is not.
+func (c *config) readDurations(getenv func(string) string) error {
+	for _, d := range []struct {
+		name             string
+		deflt, low, high int
+		unit             time.Duration
+		into             *time.Duration
+	}{
+		{"REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000, time.Millisecond, &c.RequestTimeout},
+		{"TOLLGATE_MAX_ADMISSION_WAIT_MS", 500, 1, 600_000, time.Millisecond, &c.MaxAdmissionWait},
+		{"TOLLGATE_SHED_QUEUE_WAIT_S", 60, 0, 86_400, time.Second, &c.ShedQueueWait},
+		{"TOLLGATE_RESCUE_AFTER_MS", 3_600_000, 1000, 86_400_000, time.Millisecond, &c.RescueAfter},
+		{"TOLLGATE_SYNC_WAIT_S", 60, 1, 600, time.Second, &c.SyncWait},
+		{"TOLLGATE_DRAIN_DELAY_S", 5, 0, 300, time.Second, &c.DrainDelay},
+		{"TOLLGATE_DRAIN_TIMEOUT_S", 30, 1, 3600, time.Second, &c.DrainTimeout},
+	} {
+		n, err := intVar(getenv, d.name, d.deflt, d.low, d.high)
+		if err != nil {
+			return err
+		}
+		*d.into = time.Duration(n) * d.unit
+	}
+	return nil
 }
 
 // webhookAllow reads TOLLGATE_WEBHOOK_ALLOW, refusing the
@@ -224,8 +228,10 @@ func (c config) logValue() slog.Value {
 		slog.Int64("max_admission_wait_ms", c.MaxAdmissionWait.Milliseconds()),
 		slog.Int64("shed_queue_wait_s", int64(c.ShedQueueWait/time.Second)),
 		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
+		slog.String("drain_delay", c.DrainDelay.String()),
 		slog.String("drain_timeout", c.DrainTimeout.String()),
 		slog.String("config_file", c.ConfigFile),
+		slog.String("prices_source", c.priceSource()),
 		slog.String("prices_file", c.PricesFile),
 		slog.Int("prices_file_models", c.PriceModels),
 		slog.Bool("pass_through", c.PassThrough),
@@ -233,6 +239,24 @@ func (c config) logValue() slog.Value {
 		slog.Any("providers", providersForLog(c.Catalog)),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// priceSource names where a model's price comes from, the winner first: a
+// catalog file's own prices, else TOLLGATE_PRICES or the built-in
+// defaults it falls back to; then the price list, for the models those
+// leave out. An operator who set two sources reads which one counts.
+func (c config) priceSource() string {
+	first := "TOLLGATE_PRICES"
+	switch {
+	case c.ConfigFile != "":
+		first = "TOLLGATE_CONFIG"
+	case c.PricesSpec == defaultPrices:
+		first = "built-in defaults"
+	}
+	if c.PricesFile != "" {
+		return first + ", then TOLLGATE_PRICES_FILE"
+	}
+	return first
 }
 
 // prefixesForLog is TOLLGATE_WEBHOOK_ALLOW as read, comma-separated.

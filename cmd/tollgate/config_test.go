@@ -46,6 +46,68 @@ func TestSheddingSettings(t *testing.T) {
 	}
 }
 
+// The drain delay: long enough by default for a readiness probe to see
+// the drain, zero to close at once, and out-of-range values refused naming
+// the variable.
+func TestDrainDelaySetting(t *testing.T) {
+	cases := []struct {
+		name    string
+		value   string
+		want    time.Duration
+		wantErr string
+	}{
+		{"default", "", 5 * time.Second, ""},
+		{"zero closes at once", "0", 0, ""},
+		{"set", "20", 20 * time.Second, ""},
+		{"too long", "301", 0, "TOLLGATE_DRAIN_DELAY_S must be a whole number from 0 to 300"},
+		{"a duration is not seconds", "5s", 0, "TOLLGATE_DRAIN_DELAY_S must be a whole number from 0 to 300"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := loadConfig(func(k string) string {
+				if k == "TOLLGATE_DRAIN_DELAY_S" {
+					return c.value
+				}
+				return ""
+			})
+			if c.wantErr != "" {
+				if err == nil || err.Error() != c.wantErr {
+					t.Fatalf("loadConfig: err = %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.DrainDelay != c.want {
+				t.Errorf("DrainDelay = %s, want %s", cfg.DrainDelay, c.want)
+			}
+		})
+	}
+}
+
+// The start-up line names the price source that wins, then the one that
+// fills what it leaves out.
+func TestPriceSource(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  config
+		want string
+	}{
+		{"nothing set", config{PricesSpec: defaultPrices}, "built-in defaults"},
+		{"TOLLGATE_PRICES", config{PricesSpec: "m=1:2"}, "TOLLGATE_PRICES"},
+		{"defaults and a price list", config{PricesSpec: defaultPrices, PricesFile: "p.json"}, "built-in defaults, then TOLLGATE_PRICES_FILE"},
+		{"TOLLGATE_PRICES and a price list", config{PricesSpec: "m=1:2", PricesFile: "p.json"}, "TOLLGATE_PRICES, then TOLLGATE_PRICES_FILE"},
+		{"a catalog file", config{ConfigFile: "c.yaml", PricesSpec: "m=1:2"}, "TOLLGATE_CONFIG"},
+		{"a catalog file and a price list", config{ConfigFile: "c.yaml", PricesFile: "p.json"}, "TOLLGATE_CONFIG, then TOLLGATE_PRICES_FILE"},
+	}
+	for _, c := range cases {
+		if got := c.cfg.priceSource(); got != c.want {
+			t.Errorf("%s: priceSource() = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 // TOLLGATE_PRICES_FILE loads a price list into the catalog and turns
 // pass-through off unless TOLLGATE_PASS_THROUGH=on; a bad file or switch
 // stops the start, naming the variable.

@@ -2,7 +2,7 @@
 //
 //	tollgate serve                       run the HTTP API and the workers
 //	tollgate migrate up|down [N]|version manage the database schema
-//	tollgate keys create --owner O [--role client|support|finance|admin] [--workload W]
+//	tollgate keys create --owner O [--role client|support|finance|admin] [--workload W] [--name N] [--expires-at T]
 //	tollgate budget set --owner O --total-micros N [--period none|daily|monthly] [--workload W]
 //	tollgate budget verify                prove every balance from the ledger
 //	tollgate classify --provider P --status N [--header 'Name: value']…  classify an error body from stdin
@@ -40,7 +40,7 @@ func main() {
 const usage = `usage:
   tollgate serve [--log-format json|text] [--role all|api|worker]
   tollgate migrate up|down [N]|version
-  tollgate keys create --owner OWNER [--role client|support|finance|admin] [--workload W]
+  tollgate keys create --owner OWNER [--role client|support|finance|admin] [--workload W] [--name N] [--expires-at RFC3339]
   tollgate keys list [--owner OWNER]
   tollgate keys revoke --id KEY_ID
   tollgate budget set --owner OWNER --total-micros N|unlimited [--period none|daily|monthly] [--workload W]
@@ -62,8 +62,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return fmt.Errorf("no command given")
 	}
 	if helpAsked(args[1:]) {
-		if lines := commandUsage(args[0]); lines != "" {
+		if lines := commandUsage(args); lines != "" {
 			fmt.Fprint(stdout, "usage:\n"+lines)
+			if fs := commandFlags(args); fs != nil {
+				printFlags(stdout, fs)
+			}
 			return nil
 		}
 	}
@@ -76,9 +79,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "migrate":
 		return migrateCmd(ctx, args[1:], getenv, stdout)
 	case "keys":
-		return keysCmd(ctx, args[1:], getenv, stdout)
+		return keysCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "budget":
-		return budgetCmd(ctx, args[1:], getenv, stdout)
+		return budgetCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "status":
 		return statusCmd(ctx, getenv, stdout)
 	case "classify":
@@ -107,15 +110,25 @@ func helpAsked(args []string) bool {
 	return false
 }
 
-// commandUsage is usage's lines for command cmd; "" for an unknown one.
-func commandUsage(cmd string) string {
-	var b strings.Builder
+// commandUsage is usage's lines for the command args name: the
+// subcommand's line when args name one usage lists (keys create), else
+// every line of the command (keys); "" for an unknown command.
+func commandUsage(args []string) string {
+	var all, sub strings.Builder
 	for _, line := range strings.SplitAfter(usage, "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "tollgate" && f[1] == cmd {
-			b.WriteString(line)
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "tollgate" || f[1] != args[0] {
+			continue
+		}
+		all.WriteString(line)
+		if len(f) > 2 && len(args) > 1 && f[2] == args[1] {
+			sub.WriteString(line)
 		}
 	}
-	return b.String()
+	if sub.Len() > 0 {
+		return sub.String()
+	}
+	return all.String()
 }
 
 // version is the build's version: the module version, the commit and its

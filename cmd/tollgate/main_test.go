@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/internal/logbuf"
 	"github.com/tollgate/tollgate/internal/testdb"
 	"github.com/tollgate/tollgate/migrations"
@@ -208,13 +209,23 @@ func TestRunCommands(t *testing.T) {
 		{name: "migrate without subcommand", args: []string{"migrate"}, wantErr: "usage: tollgate migrate"},
 		{name: "migrate unknown subcommand", args: []string{"migrate", "sideways"}, wantErr: `unknown migrate command "sideways"`},
 		{name: "keys without subcommand", args: []string{"keys"}, wantErr: "usage: tollgate keys create"},
-		{name: "keys create bad role", args: []string{"keys", "create", "--owner", "acme", "--role", "root"}, wantErr: `role "root"`},
+		{name: "keys create bad role", args: []string{"keys", "create", "--owner", "acme", "--role", "root"}, wantErr: `--role must be client, support, finance or admin, not "root"`},
+		{name: "keys create without owner", args: []string{"keys", "create"}, wantErr: "--owner is required"},
+		{name: "keys create name too long", args: []string{"keys", "create", "--owner", "acme", "--name", strings.Repeat("n", 201)}, wantErr: "--name must be at most 200 characters"},
+		{name: "keys create expiry not RFC 3339", args: []string{"keys", "create", "--owner", "acme", "--expires-at", "tomorrow"}, wantErr: `--expires-at must be an RFC 3339 time, such as 2027-01-02T15:04:05Z, not "tomorrow"`},
+		{name: "keys create expiry past", args: []string{"keys", "create", "--owner", "acme", "--expires-at", "2001-01-01T00:00:00Z"}, wantErr: "--expires-at must be in the future"},
+		{name: "keys create bad workload", args: []string{"keys", "create", "--owner", "acme", "--workload", "a b"}, wantErr: "--workload must be"},
 		{name: "keys create bad owner", args: []string{"keys", "create", "--owner", "no spaces", "--role", "client"}, wantErr: "--owner"},
 		{name: "budget set without total", args: []string{"budget", "set", "--owner", "acme"}, wantErr: "--total-micros is required"},
 		{name: "budget set negative total", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "-5"}, wantErr: "--total-micros is required"},
 		// int64's maximum leaves no room for the arithmetic on it.
 		{name: "budget set total beyond the maximum", args: []string{"budget", "set", "--owner", "acme", "--total-micros", "9223372036854775807"}, wantErr: "an integer from 0 to 1000000000000000000, or \"unlimited\""},
 		{name: "budget without subcommand", args: []string{"budget"}, wantErr: "usage: tollgate budget set"},
+		{
+			name:       "budget set of a workload names it",
+			args:       []string{"budget", "set", "--owner", "acme", "--workload", "nightly", "--total-micros", "5000"},
+			wantStdout: "owner=acme workload=nightly period=none total_micros=5000 reserved_micros=0 spent_micros=0 available_micros=5000\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,5 +356,77 @@ func TestDocumentedUsage(t *testing.T) {
 	got := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("docs/configuration.md's command list differs from tollgate help (-help +doc):\n%s", diff)
+	}
+}
+
+// keys create takes --name and --expires-at as POST /v1/keys takes name
+// and expires_at: keys list shows the key with both.
+func TestKeysCreateNameAndExpiry(t *testing.T) {
+	t.Parallel()
+	getenv := envFunc(map[string]string{"DATABASE_URL": testdb.New(t)})
+	var out, errb strings.Builder
+	args := []string{"keys", "create", "--owner", "acme", "--role", "finance", "--name", "billing export", "--expires-at", "2099-03-04T05:06:07Z"}
+	if err := run(context.Background(), args, getenv, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("keys create: %v\nstderr: %s", err, errb.String())
+	}
+	if !strings.HasPrefix(out.String(), "tg_") || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("keys create printed %q; want the key alone", out.String())
+	}
+	pool, err := pgxpool.New(context.Background(), getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	keys, err := accounts.NewStore(pool).ListKeys(context.Background(), "acme")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("ListKeys = %v, %v; want the one key", keys, err)
+	}
+	k := keys[0]
+	want := time.Date(2099, 3, 4, 5, 6, 7, 0, time.UTC)
+	if k.Name != "billing export" || k.ExpiresAt == nil || !k.ExpiresAt.Equal(want) || k.Role != accounts.RoleFinance {
+		t.Errorf("key = name %q, expires %v, role %s; want \"billing export\", %s, finance", k.Name, k.ExpiresAt, k.Role, want)
+	}
+}
+
+// Help prints a command's synopsis and its flags on stdout; a bad flag
+// prints the flags on stderr and leaves the error to main, which prints it
+// once.
+func TestFlagsHelpAndBadFlags(t *testing.T) {
+	t.Parallel()
+	noEnv := func(string) string { return "" }
+	tests := []struct {
+		args       []string
+		wantStdout []string // substrings
+		wantStderr []string
+		wantErr    string
+	}{
+		{args: []string{"keys", "create", "--help"}, wantStdout: []string{"usage:\n  tollgate keys create --owner", "-owner", "-role", "-workload", "-name", "-expires-at", "RFC 3339"}},
+		{args: []string{"keys", "list", "-h"}, wantStdout: []string{"  tollgate keys list", "-owner"}},
+		{args: []string{"budget", "set", "--help"}, wantStdout: []string{"  tollgate budget set", "-total-micros", "-workload"}},
+		{args: []string{"keys", "create", "--frob"}, wantStderr: []string{"flags:", "-owner", "-expires-at"}, wantErr: "flag provided but not defined: -frob"},
+		{args: []string{"budget", "set", "--frob"}, wantStderr: []string{"flags:", "-total-micros"}, wantErr: "flag provided but not defined: -frob"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr strings.Builder
+			err := run(context.Background(), tt.args, noEnv, strings.NewReader(""), &stdout, &stderr)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Fatalf("run(%q) = %v; want error %q", tt.args, err, tt.wantErr)
+			}
+			for _, w := range tt.wantStdout {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("run(%q) stdout = %q; want it to hold %q", tt.args, stdout.String(), w)
+				}
+			}
+			for _, w := range tt.wantStderr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("run(%q) stderr = %q; want it to hold %q", tt.args, stderr.String(), w)
+				}
+			}
+			if tt.wantErr != "" && strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("run(%q) stderr = %q already holds the error main prints", tt.args, stderr.String())
+			}
+		})
 	}
 }

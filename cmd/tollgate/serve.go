@@ -44,8 +44,9 @@ func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 }
 
 // serve runs the API and the workers until ctx ends, then shuts down in
-// order: stop accepting requests, let running tasks finish (or hand them
-// back to the queue), close the pool.
+// order (stopServing): answer /readyz 503 draining for the drain delay,
+// stop accepting requests, let running tasks finish (or hand them back to
+// the queue), close the pool.
 func serve(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -205,20 +206,34 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 
 	select {
 	case <-ctx.Done():
-		draining.Store(true) // /readyz answers 503 from now on
-		log.Info("shutting down: no new requests; waiting for running tasks", slog.String("drain_timeout", cfg.DrainTimeout.String()))
 	case err := <-serveErr:
 		stopWork()
 		return fmt.Errorf("http server: %w", err)
 	}
+	err = stopServing(srv, svc, &draining, cfg, log)
+	stopWork()
+	log.Info("tollgate stopped")
+	return err
+}
+
+// stopServing shuts serve down in order. /readyz answers 503 draining at
+// once, while the listener keeps serving (health included) for
+// cfg.DrainDelay: a load balancer or a Kubernetes readiness probe must see
+// the drain and stop sending before the port closes, or the requests it
+// sends meanwhile are refused. Then the listener closes and requests in
+// flight get 15 s; running tasks get cfg.DrainTimeout, each limit on a
+// fresh context.
+func stopServing(srv *http.Server, svc *tasks.Service, draining *atomic.Bool, cfg config, log *slog.Logger) error {
+	draining.Store(true)
+	log.Info("shutting down: /readyz answers 503 draining; still serving for the drain delay", slog.String("drain_delay", cfg.DrainDelay.String()))
+	<-time.After(cfg.DrainDelay)
+	log.Info("shutting down: no new requests; waiting for running tasks", slog.String("drain_timeout", cfg.DrainTimeout.String()))
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	httpErr := srv.Shutdown(shutCtx)
 	stopCtx, cancel2 := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel2()
 	workErr := svc.Stop(stopCtx)
-	stopWork()
-	log.Info("tollgate stopped")
 	return errors.Join(httpErr, workErr)
 }
 
