@@ -179,28 +179,38 @@ func antFieldError(path, msg string) error {
 	return badRequest(fmt.Sprintf("%s: %s.", path, msg), tasks.FieldError{Field: path, Message: msg})
 }
 
+// known refuses a field the Messages API does not have or Tollgate does
+// not carry, and a request without a field it requires (count: a
+// count_tokens request, which has no max_tokens).
+func (r antRequest) known(count bool) error {
+	if keys := slices.Sorted(maps.Keys(r.extra)); len(keys) > 0 {
+		k := keys[0]
+		if slices.Contains(antNotCarried, k) {
+			return antFieldError(k, "is a Messages API field Tollgate does not carry")
+		}
+		return antFieldError(k, "is not a field of the Messages API")
+	}
+	switch {
+	case r.Model == "":
+		return antFieldError("model", "is required")
+	case !count && r.MaxTokens == nil:
+		return antFieldError("max_tokens", "is required")
+	case !count && *r.MaxTokens < 1:
+		return antFieldError("max_tokens", "must be at least 1")
+	case r.Messages == nil:
+		return antFieldError("messages", "is required")
+	}
+	return nil
+}
+
 // task turns the request into a task request, with the anthropic-beta
 // values sent. It refuses what Tollgate does not carry, and what the
 // Messages API itself refuses before a model runs, by path; count is a
 // count_tokens request, which has no max_tokens.
 func (r antRequest) task(hdr antHeader, count bool) (tasks.Request, antPaths, error) {
 	var paths antPaths
-	if keys := slices.Sorted(maps.Keys(r.extra)); len(keys) > 0 {
-		k := keys[0]
-		if slices.Contains(antNotCarried, k) {
-			return tasks.Request{}, paths, antFieldError(k, "is a Messages API field Tollgate does not carry")
-		}
-		return tasks.Request{}, paths, antFieldError(k, "is not a field of the Messages API")
-	}
-	switch {
-	case r.Model == "":
-		return tasks.Request{}, paths, antFieldError("model", "is required")
-	case !count && r.MaxTokens == nil:
-		return tasks.Request{}, paths, antFieldError("max_tokens", "is required")
-	case !count && *r.MaxTokens < 1:
-		return tasks.Request{}, paths, antFieldError("max_tokens", "must be at least 1")
-	case r.Messages == nil:
-		return tasks.Request{}, paths, antFieldError("messages", "is required")
+	if err := r.known(count); err != nil {
+		return tasks.Request{}, paths, err
 	}
 	chat := provider.Chat{Model: r.Model, Thinking: r.Thinking, CacheControl: r.CacheControl,
 		AnthropicVersion: hdr.version, Betas: hdr.betas}
@@ -404,71 +414,101 @@ func antToolResult(at string, b antBlock, calls map[string]bool) (provider.Messa
 // Its tool_use blocks must come last: the task request keeps an
 // assistant's calls after its other blocks.
 func antAssistant(at string, c antContent) (provider.Message, antMsgPath, map[string]bool, error) {
-	path := antMsgPath{at: at, result: -1}
-	msg := provider.Message{Role: "assistant"}
+	a := antAssistantMsg{at: at, path: antMsgPath{at: at, result: -1}, msg: provider.Message{Role: "assistant"}, ids: map[string]bool{}}
 	if c.text != nil {
-		msg.Content = provider.Text(*c.text)
-		return msg, path, nil, nil
+		a.msg.Content = provider.Text(*c.text)
+		return a.msg, a.path, nil, nil
 	}
-	ids := map[string]bool{}
-	var parts []provider.Part
 	for j, b := range c.blocks {
-		bat := fmt.Sprintf("%s.content[%d]", at, j)
-		if b.Type != "tool_use" && len(msg.ToolCalls) > 0 {
-			return msg, path, nil, antFieldError(bat, "Tollgate carries an assistant message's tool_use blocks after its other blocks; move this block before them")
-		}
-		switch b.Type {
-		case "text":
-			p, err := antText(bat, b)
-			if err != nil {
-				return msg, path, nil, err
-			}
-			parts = append(parts, p)
-			path.parts = append(path.parts, j)
-		case "thinking":
-			if err := antOnly(bat, b, "thinking", "signature"); err != nil {
-				return msg, path, nil, err
-			}
-			if b.Thinking == nil || b.Signature == nil {
-				return msg, path, nil, antFieldError(bat, "a thinking block needs its thinking and signature, as the model gave them")
-			}
-			parts = append(parts, provider.Part{Type: provider.PartThinking, Thinking: *b.Thinking, Signature: *b.Signature})
-			path.parts = append(path.parts, j)
-		case "redacted_thinking":
-			if err := antOnly(bat, b, "data"); err != nil {
-				return msg, path, nil, err
-			}
-			if b.Data == nil || *b.Data == "" {
-				return msg, path, nil, antFieldError(bat+".data", "is required")
-			}
-			parts = append(parts, provider.Part{Type: provider.PartRedactedThinking, Data: *b.Data})
-			path.parts = append(path.parts, j)
-		case "tool_use":
-			tc, err := antToolUse(bat, b)
-			if err != nil {
-				return msg, path, nil, err
-			}
-			if ids[tc.ID] {
-				return msg, path, nil, antFieldError(bat+".id", "repeats the id of an earlier tool_use block")
-			}
-			ids[tc.ID] = true
-			msg.ToolCalls = append(msg.ToolCalls, tc)
-			path.calls = append(path.calls, j)
-		case "image":
-			return msg, path, nil, antFieldError(bat+".type", "images come from the user")
-		case "tool_result":
-			return msg, path, nil, antFieldError(bat+".type", "tool_result blocks come from the user")
-		default:
-			return msg, path, nil, antBlockRefused(bat, b.Type)
+		if err := a.block(j, b); err != nil {
+			return a.msg, a.path, nil, err
 		}
 	}
 	if len(c.blocks) == 0 {
-		return msg, path, nil, antFieldError(at+".content", "must hold at least one block")
+		return a.msg, a.path, nil, antFieldError(at+".content", "must hold at least one block")
 	}
-	if parts != nil {
-		msg.Content = provider.Content{Parts: parts}
+	if a.parts != nil {
+		a.msg.Content = provider.Content{Parts: a.parts}
 	}
-	return msg, path, ids, nil
+	return a.msg, a.path, a.ids, nil
+}
+
+// antAssistantMsg is an assistant message being read block by block.
+type antAssistantMsg struct {
+	at    string
+	msg   provider.Message
+	path  antMsgPath
+	ids   map[string]bool // the ids of its tool calls
+	parts []provider.Part
+}
+
+// block reads the j-th block, b, by its type.
+func (a *antAssistantMsg) block(j int, b antBlock) error {
+	bat := fmt.Sprintf("%s.content[%d]", a.at, j)
+	if b.Type != "tool_use" && len(a.msg.ToolCalls) > 0 {
+		return antFieldError(bat, "Tollgate carries an assistant message's tool_use blocks after its other blocks; move this block before them")
+	}
+	var p provider.Part
+	var err error
+	switch b.Type {
+	case "text":
+		p, err = antText(bat, b)
+	case "thinking":
+		p, err = antThinking(bat, b)
+	case "redacted_thinking":
+		p, err = antRedactedThinking(bat, b)
+	case "tool_use":
+		return a.toolUse(j, bat, b)
+	case "image":
+		return antFieldError(bat+".type", "images come from the user")
+	case "tool_result":
+		return antFieldError(bat+".type", "tool_result blocks come from the user")
+	default:
+		return antBlockRefused(bat, b.Type)
+	}
+	if err != nil {
+		return err
+	}
+	a.parts = append(a.parts, p)
+	a.path.parts = append(a.path.parts, j)
+	return nil
+}
+
+// toolUse reads a tool_use block, the j-th at bat; its id must be new.
+func (a *antAssistantMsg) toolUse(j int, bat string, b antBlock) error {
+	tc, err := antToolUse(bat, b)
+	if err != nil {
+		return err
+	}
+	if a.ids[tc.ID] {
+		return antFieldError(bat+".id", "repeats the id of an earlier tool_use block")
+	}
+	a.ids[tc.ID] = true
+	a.msg.ToolCalls = append(a.msg.ToolCalls, tc)
+	a.path.calls = append(a.path.calls, j)
+	return nil
+}
+
+// antThinking is a thinking block passed back, as the model gave it.
+func antThinking(at string, b antBlock) (provider.Part, error) {
+	if err := antOnly(at, b, "thinking", "signature"); err != nil {
+		return provider.Part{}, err
+	}
+	if b.Thinking == nil || b.Signature == nil {
+		return provider.Part{}, antFieldError(at, "a thinking block needs its thinking and signature, as the model gave them")
+	}
+	return provider.Part{Type: provider.PartThinking, Thinking: *b.Thinking, Signature: *b.Signature}, nil
+}
+
+// antRedactedThinking is a redacted thinking block passed back.
+func antRedactedThinking(at string, b antBlock) (provider.Part, error) {
+	if err := antOnly(at, b, "data"); err != nil {
+		return provider.Part{}, err
+	}
+	if b.Data == nil || *b.Data == "" {
+		return provider.Part{}, antFieldError(at+".data", "is required")
+	}
+	return provider.Part{Type: provider.PartRedactedThinking, Data: *b.Data}, nil
 }
 
 func antToolUse(at string, b antBlock) (provider.ToolCall, error) {
@@ -607,21 +647,24 @@ func antTools(tools []antTool, choice *antToolChoice, chat *provider.Chat) error
 	return nil
 }
 
+// antRenamed are the task request's top-level fields the Messages API
+// names otherwise.
+var antRenamed = map[string]string{
+	"stop": "stop_sequences", "user": "metadata.user_id", "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+	"tool_choice.function.name": "tool_choice.name", "anthropic_beta": "anthropic-beta",
+}
+
 // antField is a task request's field path as the Messages request names
 // it (see antPaths); a path it does not know is returned as it is.
 func (p antPaths) antField(path string) string {
-	for from, to := range map[string]string{
-		"stop": "stop_sequences", "user": "metadata.user_id", "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
-		"tool_choice.function.name": "tool_choice.name", "anthropic_beta": "anthropic-beta",
-	} {
+	for from, to := range antRenamed {
 		if path == from || strings.HasPrefix(path, from+"[") || strings.HasPrefix(path, from+".") {
 			return to + path[len(from):]
 		}
 	}
-	var i, j int
-	var rest string
+	var i int
 	if n, _ := fmt.Sscanf(path, "tools[%d]", &i); n == 1 {
-		rest = path[len(fmt.Sprintf("tools[%d]", i)):]
+		rest := path[len(fmt.Sprintf("tools[%d]", i)):]
 		rest = strings.Replace(rest, ".function.parameters", ".input_schema", 1)
 		rest = strings.Replace(rest, ".function.", ".", 1)
 		return fmt.Sprintf("tools[%d]%s", i, rest)
@@ -629,14 +672,12 @@ func (p antPaths) antField(path string) string {
 	if n, _ := fmt.Sscanf(path, "messages[%d]", &i); n != 1 || i < 0 || i >= len(p.msgs) {
 		return path
 	}
-	m := p.msgs[i]
-	rest = path[len(fmt.Sprintf("messages[%d]", i)):]
-	block := func(idx []int, k int) string {
-		if k >= 0 && k < len(idx) {
-			return fmt.Sprintf("[%d]", idx[k])
-		}
-		return fmt.Sprintf("[%d]", k)
-	}
+	return p.msgs[i].field(path[len(fmt.Sprintf("messages[%d]", i)):])
+}
+
+// field is rest, a path within the task request's message, as the
+// Messages request names it within the message or block m came from.
+func (m antMsgPath) field(rest string) string {
 	content := ".content"
 	if m.at == "system" {
 		content = ""
@@ -644,20 +685,21 @@ func (p antPaths) antField(path string) string {
 	if m.result >= 0 {
 		content = fmt.Sprintf(".content[%d].content", m.result)
 	}
+	var j int
 	switch {
 	case strings.HasPrefix(rest, ".content["):
 		if n, _ := fmt.Sscanf(rest, ".content[%d]", &j); n == 1 {
 			tail := rest[len(fmt.Sprintf(".content[%d]", j)):]
 			tail = strings.Replace(tail, ".image_url.url", ".source", 1)
 			tail = strings.Replace(tail, ".image_url", ".source", 1)
-			return m.at + content + block(m.parts, j) + tail
+			return m.at + content + blockIndex(m.parts, j) + tail
 		}
 	case strings.HasPrefix(rest, ".tool_calls["):
 		if n, _ := fmt.Sscanf(rest, ".tool_calls[%d]", &j); n == 1 {
 			tail := rest[len(fmt.Sprintf(".tool_calls[%d]", j)):]
 			tail = strings.Replace(tail, ".function.arguments", ".input", 1)
 			tail = strings.Replace(tail, ".function.", ".", 1)
-			return m.at + ".content" + block(m.calls, j) + tail
+			return m.at + ".content" + blockIndex(m.calls, j) + tail
 		}
 	case m.result >= 0 && (rest == ".tool_call_id" || rest == ".is_error" || rest == ".cache_control" || strings.HasPrefix(rest, ".cache_control.")):
 		r := strings.Replace(rest, ".tool_call_id", ".tool_use_id", 1)
@@ -666,6 +708,15 @@ func (p antPaths) antField(path string) string {
 		return m.at + content
 	}
 	return m.at + rest
+}
+
+// blockIndex is the index, in brackets, of the block the k-th entry of
+// idx came from; k itself when idx has no such entry.
+func blockIndex(idx []int, k int) string {
+	if k >= 0 && k < len(idx) {
+		return fmt.Sprintf("[%d]", idx[k])
+	}
+	return fmt.Sprintf("[%d]", k)
 }
 
 // antFields rewrites the field paths of a validation problem or a

@@ -267,7 +267,7 @@ func TestDialChecksResolvedAddresses(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := hits.Load()
-		r := s.post(context.Background(), c.client, "http://"+net.JoinHostPort(c.host, port)+"/in", "msg_1", time.Now(), "v1,x", []byte(`{}`))
+		r := s.post(context.Background(), c.client, signedDelivery{url: "http://" + net.JoinHostPort(c.host, port) + "/in", id: "msg_1", at: time.Now(), sig: "v1,x", body: []byte(`{}`)})
 		if r.class != c.want || (c.want == "") != (hits.Load() == before+1) {
 			t.Errorf("%s: %+v, receiver hit %v; want class %q", c.name, r, hits.Load() != before, c.want)
 		}

@@ -134,7 +134,7 @@ func (s *Service) deliver(ctx context.Context, id string, attempt, maxAttempts i
 	if err != nil {
 		return err
 	}
-	res := s.post(ctx, s.clientFor(ev), *ev.url, webhookID(ev.id), now, sig, body)
+	res := s.post(ctx, s.clientFor(ev), signedDelivery{url: *ev.url, id: webhookID(ev.id), at: now, sig: sig, body: body})
 	last := attempt >= maxAttempts
 	if err := s.record(ctx, ev, attemptRecord{attempt: attempt, at: now, last: last, res: res}); err != nil {
 		return err
@@ -229,20 +229,29 @@ func (s *Service) clientFor(ev pendingEvent) *http.Client {
 	return s.client
 }
 
+// signedDelivery is one attempt's request: the body to url, signed (sig)
+// as webhook-id id at time at.
+type signedDelivery struct {
+	url, id string
+	at      time.Time
+	sig     string
+	body    []byte
+}
+
 // post makes one attempt with client. The receiver's answer is never read
 // beyond maxAnswerBytes nor logged.
-func (s *Service) post(ctx context.Context, client *http.Client, url, id string, at time.Time, sig string, body []byte) attemptResult {
+func (s *Service) post(ctx context.Context, client *http.Client, d signedDelivery) attemptResult {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.body))
 	if err != nil {
 		return attemptResult{class: "network"}
 	}
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("user-agent", "Tollgate-Webhooks/1")
-	req.Header.Set("webhook-id", id)
-	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
-	req.Header.Set("webhook-signature", sig)
+	req.Header.Set("webhook-id", d.id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(d.at.Unix(), 10))
+	req.Header.Set("webhook-signature", d.sig)
 	resp, err := client.Do(req)
 	if err != nil {
 		return attemptResult{class: failureClass(err)}

@@ -108,7 +108,7 @@ func TestLinkLocalRefused(t *testing.T) {
 		client := newClient(2*time.Second, AddressPolicy{}, private)
 		for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[fe80::1]:80/", "http://[fd00:ec2::254]/",
 			"http://[64:ff9b::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::1]/", "http://[::ffff:169.254.169.254]/", "http://100.100.100.200/"} {
-			if r := s.post(context.Background(), client, u, "msg_1", time.Now(), "v1,x", []byte(`{}`)); r.class != "blocked_address" {
+			if r := s.post(context.Background(), client, signedDelivery{url: u, id: "msg_1", at: time.Now(), sig: "v1,x", body: []byte(`{}`)}); r.class != "blocked_address" {
 				t.Errorf("private allowed %v, %s: %+v, want blocked_address", private, u, r)
 			}
 		}

@@ -48,25 +48,10 @@ func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 // stop accepting requests, let running tasks finish (or hand them back to
 // the queue), close the pool.
 func serve(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	logFormat := fs.String("log-format", "json", "log format: json or text")
-	role := fs.String("role", "all", "api (serves the API, runs no tasks), worker (runs tasks; still serves the API, health and metrics) or all")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := newLogger(*logFormat, stderr)
+	role, log, cfg, err := serveSetup(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	if *role != "api" && *role != "worker" && *role != "all" {
-		return fmt.Errorf("--role must be api, worker or all, not %q", *role)
-	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	log.Info("tollgate starting", slog.Any("config", cfg.logValue()), slog.String("version", buildVersion()))
 	shutdownTracing, err := tracing.Setup(ctx, getenv, "tollgate", buildVersion())
 	if err != nil {
 		return err
@@ -88,121 +73,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		return err
 	}
 	defer pool.Close()
-
-	fakeRoot := ""
-	if cfg.Catalog.UsesFake() {
-		fp, addr, err := startFake(cfg.FakeAddr, log)
-		if err != nil {
-			return err
-		}
-		defer fp.stop()
-		fakeRoot = "http://" + addr
-		log.Warn("a provider points at the in-process fake provider (MODEL_BASE_URL unset or base_url: fake): ALL ITS MODEL OUTPUTS ARE FAKE",
-			slog.String("fake_provider_addr", addr))
-	}
-	// One client for every provider, keeping as many idle connections to a
-	// host as there may be calls open to it: a plain http.Client keeps two
-	// and dials (with TLS, against a real provider) for every other call.
-	clients, err := cfg.Catalog.Clients(provider.NewHTTPClient(cfg.Workers), fakeRoot)
+	a, err := assemble(ctx, pool, cfg, getenv, log)
 	if err != nil {
 		return err
 	}
-	key, keyFromDB, err := seal.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
-	if err != nil {
-		return err
-	}
-	if keyFromDB {
-		log.Warn("TOLLGATE_DATA_KEY is not set: prompts and outputs are sealed with a key kept in the database; set it (openssl rand -base64 32) so that database dumps do not carry the key")
-	}
-	sealer, err := seal.New(key)
-	if err != nil {
-		return err
-	}
-	m := metrics.New()
-	m.WatchDatabase(pool, log, cfg.Catalog.ProviderKeys())
-	alerter := budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(a budget.Alert) { m.BudgetAlert(a.ThresholdPct) })
-	// The webhooks render tasks with the service made just below.
-	var svc *tasks.Service
-	hooks, err := webhooks.New(pool, webhooks.Config{
-		Sealer: sealer, Render: server.RenderTask(&svc), NotFound: tasks.ErrNotFound, Metrics: m, Logger: log,
-		Addresses: webhooks.AddressPolicy{Allow: cfg.WebhookAllow},
-	})
-	if err != nil {
-		return err
-	}
-	svc, err = tasks.New(pool, tasks.Config{
-		Webhooks: hooks,
-		Catalog:  cfg.Catalog, Clients: clients, Metrics: m, Alerter: alerter, Sealer: sealer,
-		DefaultMaxTokens: cfg.DefaultMaxTokens, RequestTimeout: cfg.RequestTimeout,
-		MaxAttempts: cfg.MaxAttempts, MaxWorkers: cfg.Workers, BuildVersion: buildVersion(), Logger: log,
-		// River sends at most one insert notification per queue per
-		// FetchCooldown, so a job inserted just after another may wait for
-		// the next poll: FetchPoll bounds that wait (one cheap query per
-		// queue per poll when idle), which sequential synchronous calls
-		// would otherwise see as a 200 ms tail.
-		FetchCooldown: 20 * time.Millisecond, FetchPoll: 50 * time.Millisecond, RescueAfter: cfg.RescueAfter,
-		// A task's first attempt runs on arrival unless this is off: then
-		// every attempt waits for River's fetch.
-		QueueOnly: getenv("TOLLGATE_RUN_ON_ARRIVAL") == "off",
-		// Zero in the environment turns a bound off; zero in Config takes
-		// its default.
-		MaxAdmitting: orNone(cfg.MaxAdmitting), ShedAdmittingAfter: cfg.MaxAdmissionWait, ShedQueueWait: orNone(cfg.ShedQueueWait),
-	})
-	if err != nil {
-		return err
-	}
-	compiled, err := routes.Compile(cfg.Catalog)
-	if err != nil {
-		return err
-	}
-	routeSvc := routes.New(routes.Deps{Pool: pool, Tasks: svc, Catalog: cfg.Catalog, Routes: compiled, Metrics: m, Log: log})
-	var draining atomic.Bool
-	keys := accounts.NewStore(pool)
-	handler := server.New(server.Deps{
-		Draining: draining.Load,
-		Routes:   routeSvc, SecureCookies: getenv("TOLLGATE_SECURE_COOKIES") == "on",
-		Pool: pool, Tasks: svc, Accounts: keys, Budgets: budget.NewStore(pool, nil),
-		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
-		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
-		MetricsToken: cfg.MetricsToken, MetricsElsewhere: cfg.MetricsAddr != "", Webhooks: hooks,
-	})
-	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
-		log.Warn("GET /metrics needs no key and names owners with their budget use: keep it off public networks, or set TOLLGATE_METRICS_TOKEN or TOLLGATE_METRICS_ADDR")
-	}
+	defer a.close()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	srv := newHTTPServer(handler, cfg, log)
+	srv := newHTTPServer(a.handler, cfg, log)
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	if *role == "api" {
-		svc.StartListener(workCtx)
-	} else if err := svc.Start(workCtx); err != nil {
+	if err := a.startWork(workCtx, role, cfg, getenv, log); err != nil {
 		return err
-	}
-	go alerter.Run(workCtx)
-	// Keys are answered from memory; a revocation anywhere reaches every
-	// instance's cache by NOTIFY (accounts.Store.CacheKeys).
-	go keys.CacheKeys(workCtx, accounts.CacheOptions{Logger: log})
-	// Statements prepared while a table was empty keep that plan until
-	// the table is analyzed; a fresh database gets its first ANALYZE
-	// within seconds of holding data, not at autovacuum's first pass.
-	go pgstats.Run(workCtx, pool, 5*time.Second, pgstats.DefaultMinBytes, log)
-	if cfg.MetricsAddr != "" {
-		if err := startMetrics(workCtx, cfg.MetricsAddr, server.MetricsHandler(m.Registry, cfg.MetricsToken), log); err != nil {
-			return err
-		}
-	}
-	if addr := getenv("TOLLGATE_PPROF_ADDR"); addr != "" {
-		if err := startPprof(workCtx, addr, log); err != nil {
-			return err
-		}
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()), slog.String("role", *role))
+	log.Info("tollgate listening", slog.String("addr", ln.Addr().String()), slog.String("role", role))
 
 	select {
 	case <-ctx.Done():
@@ -210,10 +99,183 @@ func serve(ctx context.Context, args []string, getenv func(string) string, _, st
 		stopWork()
 		return fmt.Errorf("http server: %w", err)
 	}
-	err = stopServing(srv, svc, &draining, cfg, log)
+	err = stopServing(srv, a.svc, &a.draining, cfg, log)
 	stopWork()
 	log.Info("tollgate stopped")
 	return err
+}
+
+// serveSetup reads serve's flags and configuration and logs the start:
+// the role (api, worker or all), the logger, the configuration.
+func serveSetup(args []string, getenv func(string) string, stderr io.Writer) (string, *slog.Logger, config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	role := fs.String("role", "all", "api (serves the API, runs no tasks), worker (runs tasks; still serves the API, health and metrics) or all")
+	if err := fs.Parse(args); err != nil {
+		return "", nil, config{}, err
+	}
+	log, err := newLogger(*logFormat, stderr)
+	if err != nil {
+		return "", nil, config{}, err
+	}
+	if *role != "api" && *role != "worker" && *role != "all" {
+		return "", nil, config{}, fmt.Errorf("--role must be api, worker or all, not %q", *role)
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return "", nil, config{}, err
+	}
+	log.Info("tollgate starting", slog.Any("config", cfg.logValue()), slog.String("version", buildVersion()))
+	return *role, log, cfg, nil
+}
+
+// app is what serve runs: the services on one pool and the HTTP handler
+// over them.
+type app struct {
+	pool     *pgxpool.Pool
+	svc      *tasks.Service
+	alerter  *budget.Alerter
+	keys     *accounts.Store
+	metrics  *metrics.Metrics
+	handler  http.Handler
+	draining atomic.Bool
+	close    func() // stops the in-process fake provider, if any
+}
+
+// assemble builds the services on pool as cfg says: the provider clients
+// (the in-process fake when the catalog names it), the data key, metrics,
+// alerts, webhooks, tasks, routes and the HTTP handler.
+func assemble(ctx context.Context, pool *pgxpool.Pool, cfg config, getenv func(string) string, log *slog.Logger) (*app, error) {
+	a := &app{pool: pool, close: func() {}}
+	fakeRoot := ""
+	if cfg.Catalog.UsesFake() {
+		fp, addr, err := startFake(cfg.FakeAddr, log)
+		if err != nil {
+			return nil, err
+		}
+		a.close = fp.stop
+		fakeRoot = "http://" + addr
+		log.Warn("a provider points at the in-process fake provider (MODEL_BASE_URL unset or base_url: fake): ALL ITS MODEL OUTPUTS ARE FAKE",
+			slog.String("fake_provider_addr", addr))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			a.close()
+		}
+	}()
+	// One client for every provider, keeping as many idle connections to a
+	// host as there may be calls open to it: a plain http.Client keeps two
+	// and dials (with TLS, against a real provider) for every other call.
+	clients, err := cfg.Catalog.Clients(provider.NewHTTPClient(cfg.Workers), fakeRoot)
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := dataSealer(ctx, pool, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = metrics.New()
+	m := a.metrics
+	m.WatchDatabase(pool, log, cfg.Catalog.ProviderKeys())
+	a.alerter = budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(al budget.Alert) { m.BudgetAlert(al.ThresholdPct) })
+	// The webhooks render tasks with the service made just below.
+	hooks, err := webhooks.New(pool, webhooks.Config{
+		Sealer: sealer, Render: server.RenderTask(&a.svc), NotFound: tasks.ErrNotFound, Metrics: m, Logger: log,
+		Addresses: webhooks.AddressPolicy{Allow: cfg.WebhookAllow},
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.svc, err = tasks.New(pool, tasksConfig(cfg, getenv, tasks.Config{Webhooks: hooks, Clients: clients, Metrics: m,
+		Alerter: a.alerter, Sealer: sealer, Logger: log}))
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := routes.Compile(cfg.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	routeSvc := routes.New(routes.Deps{Pool: pool, Tasks: a.svc, Catalog: cfg.Catalog, Routes: compiled, Metrics: m, Log: log})
+	a.keys = accounts.NewStore(pool)
+	a.handler = server.New(server.Deps{
+		Draining: a.draining.Load,
+		Routes:   routeSvc, SecureCookies: getenv("TOLLGATE_SECURE_COOKIES") == "on",
+		Pool: pool, Tasks: a.svc, Accounts: a.keys, Budgets: budget.NewStore(pool, nil),
+		Replays: replay.NewStore(pool), Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Metrics: m,
+		AllowRerun: getenv("TOLLGATE_ALLOW_RERUN") == "on", Catalog: cfg.Catalog, SyncWait: cfg.SyncWait,
+		MetricsToken: cfg.MetricsToken, MetricsElsewhere: cfg.MetricsAddr != "", Webhooks: hooks,
+	})
+	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
+		log.Warn("GET /metrics needs no key and names owners with their budget use: keep it off public networks, or set TOLLGATE_METRICS_TOKEN or TOLLGATE_METRICS_ADDR")
+	}
+	ok = true
+	return a, nil
+}
+
+// dataSealer is the sealer of the data key: TOLLGATE_DATA_KEY, or the key
+// kept in the database, with a warning.
+func dataSealer(ctx context.Context, pool *pgxpool.Pool, getenv func(string) string, log *slog.Logger) (*seal.Sealer, error) {
+	key, keyFromDB, err := seal.DataKey(ctx, pool, getenv("TOLLGATE_DATA_KEY"))
+	if err != nil {
+		return nil, err
+	}
+	if keyFromDB {
+		log.Warn("TOLLGATE_DATA_KEY is not set: prompts and outputs are sealed with a key kept in the database; set it (openssl rand -base64 32) so that database dumps do not carry the key")
+	}
+	return seal.New(key)
+}
+
+// tasksConfig is c, the task service's collaborators, with cfg's settings.
+func tasksConfig(cfg config, getenv func(string) string, c tasks.Config) tasks.Config {
+	c.Catalog = cfg.Catalog
+	c.DefaultMaxTokens, c.RequestTimeout = cfg.DefaultMaxTokens, cfg.RequestTimeout
+	c.MaxAttempts, c.MaxWorkers, c.BuildVersion = cfg.MaxAttempts, cfg.Workers, buildVersion()
+	// River sends at most one insert notification per queue per
+	// FetchCooldown, so a job inserted just after another may wait for
+	// the next poll: FetchPoll bounds that wait (one cheap query per
+	// queue per poll when idle), which sequential synchronous calls
+	// would otherwise see as a 200 ms tail.
+	c.FetchCooldown, c.FetchPoll, c.RescueAfter = 20*time.Millisecond, 50*time.Millisecond, cfg.RescueAfter
+	// A task's first attempt runs on arrival unless this is off: then
+	// every attempt waits for River's fetch.
+	c.QueueOnly = getenv("TOLLGATE_RUN_ON_ARRIVAL") == "off"
+	// Zero in the environment turns a bound off; zero in Config takes
+	// its default.
+	c.MaxAdmitting, c.ShedAdmittingAfter, c.ShedQueueWait = orNone(cfg.MaxAdmitting), cfg.MaxAdmissionWait, orNone(cfg.ShedQueueWait)
+	return c
+}
+
+// startWork starts what runs beside the API until ctx ends: the task
+// workers (or, for the api role, only the finish listener), alerts, the
+// key cache, statistics, and the metrics and profile listeners when
+// configured.
+func (a *app) startWork(ctx context.Context, role string, cfg config, getenv func(string) string, log *slog.Logger) error {
+	if role == "api" {
+		a.svc.StartListener(ctx)
+	} else if err := a.svc.Start(ctx); err != nil {
+		return err
+	}
+	go a.alerter.Run(ctx)
+	// Keys are answered from memory; a revocation anywhere reaches every
+	// instance's cache by NOTIFY (accounts.Store.CacheKeys).
+	go a.keys.CacheKeys(ctx, accounts.CacheOptions{Logger: log})
+	// Statements prepared while a table was empty keep that plan until
+	// the table is analyzed; a fresh database gets its first ANALYZE
+	// within seconds of holding data, not at autovacuum's first pass.
+	go pgstats.Run(ctx, a.pool, 5*time.Second, pgstats.DefaultMinBytes, log)
+	if cfg.MetricsAddr != "" {
+		if err := startMetrics(ctx, cfg.MetricsAddr, server.MetricsHandler(a.metrics.Registry, cfg.MetricsToken), log); err != nil {
+			return err
+		}
+	}
+	if addr := getenv("TOLLGATE_PPROF_ADDR"); addr != "" {
+		if err := startPprof(ctx, addr, log); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stopServing shuts serve down in order. /readyz answers 503 draining at
