@@ -41,16 +41,17 @@ test:
 	$(GO) vet ./... ./tools/...
 	$(GO) test -race -count=1 ./... ./tools/...
 
-# make lint: gofmt, vet, staticcheck, and the core's size limits: no function
-# in tasks/ or budget/ above cyclomatic complexity 20 (gocyclo), none in
-# the core taking more than six parameters (tools/paramlimit).
+# make lint: gofmt, vet, staticcheck, and the product's size limits: no
+# non-test function above cyclomatic complexity 20 (gocyclo, pinned in
+# go.mod), none taking more than six parameters (tools/paramlimit). The
+# harness under tools/ is not held to them.
 lint:
 	@files=$$(gofmt -l .); if [[ -n $$files ]]; then \
 		echo "gofmt -l: these files need gofmt -w:" >&2; echo "$$files" >&2; exit 1; fi
 	$(GO) vet ./... ./tools/...
 	$(GO) tool staticcheck ./... ./tools/...
-	$(GO) tool gocyclo -over 20 -ignore '_test' tasks budget
-	$(GO) run ./tools/paramlimit -max 6 tasks budget gate replay
+	$(GO) tool gocyclo -over 20 -ignore '_test|^tools/' .
+	$(GO) run ./tools/paramlimit -max 6 $$($(GO) list -f '{{.Dir}}' ./...)
 
 # make lint-openapi: openapi.yaml against Redocly CLI's recommended rules
 # (redocly.yaml lists the rules relaxed, with reasons); any error fails.
