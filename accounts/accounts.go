@@ -43,7 +43,7 @@ func ParseRole(s string) (Role, error) {
 	case RoleClient, RoleSupport, RoleFinance, RoleAdmin:
 		return r, nil
 	}
-	return "", fmt.Errorf("%w: role %q is not one of client, support, finance, admin", ErrInvalid, s)
+	return "", invalid("role %q is not one of client, support, finance, admin", s)
 }
 
 // Errors returned by this package.
@@ -81,11 +81,35 @@ type Store struct {
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
+// InvalidError is an argument out of range: Detail says what is refused
+// and why, in words fit for a client (it names the field and never
+// echoes a secret). It is ErrInvalid; the HTTP layer answers it as a 400
+// with Detail, reading no error text.
+type InvalidError struct {
+	Detail string
+	err    error // the refusal of another package it stands for, if any
+}
+
+func (e *InvalidError) Error() string { return "accounts: invalid: " + e.Detail }
+
+// Is makes an *InvalidError match ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func (e *InvalidError) Unwrap() error { return e.err }
+
+// InvalidDetail is Detail, for callers that map any package's refusal.
+func (e *InvalidError) InvalidDetail() string { return e.Detail }
+
+// invalid is an *InvalidError of the formatted detail.
+func invalid(format string, args ...any) error {
+	return &InvalidError{Detail: fmt.Sprintf(format, args...)}
+}
+
 // EnsureOwnerTx creates the owner if it does not exist. It returns ErrInvalid
 // for a malformed owner id.
 func EnsureOwnerTx(ctx context.Context, tx pgx.Tx, owner string) error {
 	if !ValidOwner(owner) {
-		return fmt.Errorf("%w: owner %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, owner)
+		return invalid("owner %q must be 1-64 letters, digits, '.', '_' or '-'", owner)
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO owners (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, owner)
 	if err != nil {
@@ -126,10 +150,10 @@ func (s *Store) NewKey(ctx context.Context, p KeyParams) (Key, error) {
 		return Key{}, err
 	}
 	if p.Workload != "" && !ValidOwner(p.Workload) {
-		return Key{}, fmt.Errorf("%w: workload %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, p.Workload)
+		return Key{}, invalid("workload %q must be 1-64 letters, digits, '.', '_' or '-'", p.Workload)
 	}
 	if utf8.RuneCountInString(p.Name) > MaxKeyName {
-		return Key{}, fmt.Errorf("%w: name must be at most %d characters", ErrInvalid, MaxKeyName)
+		return Key{}, invalid("name must be at most %d characters", MaxKeyName)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -254,10 +278,10 @@ func (s *Store) SetPrivacy(ctx context.Context, p Privacy) (Privacy, error) {
 	switch p.RedactionPolicy {
 	case "redact", "hash-only", "full":
 	default:
-		return Privacy{}, fmt.Errorf("%w: redaction_policy must be redact, hash-only or full", ErrInvalid)
+		return Privacy{}, invalid("redaction_policy must be redact, hash-only or full")
 	}
 	if p.BodyRetentionDays < 1 || p.BodyRetentionDays > MaxRetentionDays || p.MetadataRetentionDays < p.BodyRetentionDays || p.MetadataRetentionDays > MaxRetentionDays {
-		return Privacy{}, fmt.Errorf("%w: retention must be 1-%d days, metadata at least as long as bodies", ErrInvalid, MaxRetentionDays)
+		return Privacy{}, invalid("retention must be 1-%d days, metadata at least as long as bodies", MaxRetentionDays)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := EnsureOwnerTx(ctx, tx, p.OwnerID); err != nil {

@@ -37,13 +37,37 @@ const (
 	PeriodMonthly Period = "monthly"
 )
 
+// InvalidError is an argument out of range: Detail says what is refused
+// and why, in words fit for a client (it names the field and never
+// echoes a secret). It is ErrInvalid; the HTTP layer answers it as a 400
+// with Detail, reading no error text.
+type InvalidError struct {
+	Detail string
+	err    error // the refusal of another package it stands for, if any
+}
+
+func (e *InvalidError) Error() string { return "budget: invalid: " + e.Detail }
+
+// Is makes an *InvalidError match ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func (e *InvalidError) Unwrap() error { return e.err }
+
+// InvalidDetail is Detail, for callers that map any package's refusal.
+func (e *InvalidError) InvalidDetail() string { return e.Detail }
+
+// invalid is an *InvalidError of the formatted detail.
+func invalid(format string, args ...any) error {
+	return &InvalidError{Detail: fmt.Sprintf(format, args...)}
+}
+
 // ParsePeriod returns ErrInvalid for anything but the three periods.
 func ParsePeriod(s string) (Period, error) {
 	switch p := Period(s); p {
 	case PeriodNone, PeriodDaily, PeriodMonthly:
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: period %q is not none, daily or monthly", ErrInvalid, s)
+	return "", invalid("period %q is not none, daily or monthly", s)
 }
 
 // bounds returns the UTC period that contains at. A period-less budget has
@@ -140,7 +164,7 @@ func (s *Store) SetLimits(ctx context.Context, limits []Limit) ([]Balance, error
 			return nil, err
 		}
 		if l.Workload != "" && !accounts.ValidOwner(l.Workload) {
-			return nil, fmt.Errorf("%w: workload %q must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, l.Workload)
+			return nil, invalid("workload %q must be 1-64 letters, digits, '.', '_' or '-'", l.Workload)
 		}
 	}
 	var out []Balance
@@ -200,7 +224,7 @@ func (s *Store) setLimitTx(ctx context.Context, tx pgx.Tx, l Limit) (Balance, er
 // needs no top-up).
 func (s *Store) Topup(ctx context.Context, owner, workload string, amountMicros int64, actor, note string) (Balance, error) {
 	if amountMicros <= 0 || amountMicros > MaxTotalMicros {
-		return Balance{}, fmt.Errorf("%w: amount_micros must be between 1 and %d, got %d", ErrInvalid, MaxTotalMicros, amountMicros)
+		return Balance{}, invalid("amount_micros must be between 1 and %d, got %d", MaxTotalMicros, amountMicros)
 	}
 	var b Balance
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -290,7 +314,7 @@ func adjustTx(ctx context.Context, tx pgx.Tx, a adjustment) error {
 	case !found:
 		return ErrNotFound
 	case !moved:
-		return fmt.Errorf("%w: %s would take the total above %d, the maximum (which stands for unlimited)", ErrInvalid, a.field, MaxTotalMicros)
+		return invalid("%s would take the total above %d, the maximum (which stands for unlimited)", a.field, MaxTotalMicros)
 	}
 	return nil
 }
@@ -309,11 +333,12 @@ func balanceTx(ctx context.Context, tx pgx.Tx, id int64) (Balance, error) {
 // translate turns database errors into this package's errors.
 func translate(err error) error {
 	var pgErr *pgconn.PgError
+	var ai *accounts.InvalidError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.CheckViolation && pgErr.ConstraintName == "budget_periods_amounts":
 		return ErrBelowCommitted
-	case errors.Is(err, accounts.ErrInvalid):
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.As(err, &ai):
+		return &InvalidError{Detail: ai.Detail, err: err}
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
 		return err
 	}

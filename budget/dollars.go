@@ -44,11 +44,11 @@ func ParseDollarsPerToken(s string) (int64, error) {
 	}
 	// Beyond the bound at once: 10^12 has 13 digits.
 	if len(digits)+shift > 13 {
-		return 0, fmt.Errorf("%w: %q is above %d micros per 1M tokens", ErrInvalid, s, MaxPricePerMTok)
+		return 0, invalid("%q is above %d micros per 1M tokens", s, MaxPricePerMTok)
 	}
 	n, ok := new(big.Int).SetString(digits+strings.Repeat("0", shift), 10)
 	if !ok || !n.IsInt64() || n.Int64() > MaxPricePerMTok {
-		return 0, fmt.Errorf("%w: %q is above %d micros per 1M tokens", ErrInvalid, s, MaxPricePerMTok)
+		return 0, invalid("%q is above %d micros per 1M tokens", s, MaxPricePerMTok)
 	}
 	return n.Int64(), nil
 }
@@ -57,7 +57,7 @@ func ParseDollarsPerToken(s string) (int64, error) {
 // exponent, as all its digits and the power of ten they are scaled by.
 func splitDecimal(s string) (digits string, exp int, err error) {
 	bad := func(why string) (string, int, error) {
-		return "", 0, fmt.Errorf("%w: %q: %s", ErrInvalid, s, why)
+		return "", 0, invalid("%q: %s", s, why)
 	}
 	switch {
 	case s == "" || len(s) > maxDecimalLen:

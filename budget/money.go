@@ -1,7 +1,6 @@
 package budget
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 )
@@ -82,8 +81,7 @@ func SaturatingMul(a, b int64) int64 {
 // checkTotal returns ErrInvalid naming field unless 0 <= v <= MaxTotalMicros.
 func checkTotal(field string, v int64) error {
 	if v < 0 || v > MaxTotalMicros {
-		return fmt.Errorf("%w: %s must be between 0 and %d (the maximum, which stands for unlimited), got %d",
-			ErrInvalid, field, MaxTotalMicros, v)
+		return invalid("%s must be between 0 and %d (the maximum, which stands for unlimited), got %d", field, MaxTotalMicros, v)
 	}
 	return nil
 }

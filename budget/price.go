@@ -100,7 +100,7 @@ func (p Price) Valid() error {
 	}{{"input", &p.InputPerMTok}, {"output", &p.OutputPerMTok}, {"cached input", p.CachedInputPerMTok},
 		{"cache write", p.CacheWritePerMTok}, {"reasoning", p.ReasoningPerMTok}} {
 		if x.v != nil && (*x.v < 0 || *x.v > MaxPricePerMTok) {
-			return fmt.Errorf("%w: %s price must be between 0 and %d micros per 1M tokens, got %d", ErrInvalid, x.name, MaxPricePerMTok, *x.v)
+			return invalid("%s price must be between 0 and %d micros per 1M tokens, got %d", x.name, MaxPricePerMTok, *x.v)
 		}
 	}
 	return nil

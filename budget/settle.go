@@ -53,10 +53,10 @@ func (s Settlement) tokens() Tokens {
 // for classes beyond their totals (Tokens.Normalized makes them fit).
 func (s Settlement) valid() error {
 	if s.CostMicros < 0 || s.InputTokens < 0 || s.OutputTokens < 0 || (s.ChargeCapMicros != nil && *s.ChargeCapMicros < 0) {
-		return fmt.Errorf("%w: negative settlement", ErrInvalid)
+		return invalid("negative settlement")
 	}
 	if s.tokens().Normalized() != s.tokens() {
-		return fmt.Errorf("%w: settlement token classes beyond their totals", ErrInvalid)
+		return invalid("settlement token classes beyond their totals")
 	}
 	return nil
 }

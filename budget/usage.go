@@ -112,7 +112,7 @@ const rowColumns = `task_id::text AS task_id, owner_id, workload, model, input_t
 
 func (f UsageFilter) validate() error {
 	if !f.From.Before(f.To) {
-		return fmt.Errorf("%w: from must be before to", ErrInvalid)
+		return invalid("from must be before to")
 	}
 	periods := 0
 	for _, g := range f.GroupBy {
@@ -121,11 +121,11 @@ func (f UsageFilter) validate() error {
 		case groupDay, groupMonth:
 			periods++
 		default:
-			return fmt.Errorf("%w: cannot group by %q (owner, workload, model, day, month)", ErrInvalid, g)
+			return invalid("cannot group by %q (owner, workload, model, day, month)", g)
 		}
 	}
 	if periods > 1 {
-		return fmt.Errorf("%w: group by day or month, not both", ErrInvalid)
+		return invalid("group by day or month, not both")
 	}
 	return nil
 }

@@ -43,6 +43,25 @@ type Limits struct {
 // workloadFormat is an API key's workload's format (accounts).
 var workloadFormat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// InvalidError is a limit out of range: the field refused (workloads.W.
+// prefixed for a workload's) and why, in words fit for a client. It is
+// ErrInvalid; the HTTP layer answers it as a 400 naming the field,
+// reading no error text.
+type InvalidError struct {
+	Field, Reason string
+}
+
+func (e *InvalidError) Error() string { return "limits: invalid: " + e.Field + ": " + e.Reason }
+
+// Is makes an *InvalidError match ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// InvalidDetail says what is refused and why.
+func (e *InvalidError) InvalidDetail() string { return e.Field + ": " + e.Reason + "." }
+
+// InvalidField is the field refused and why.
+func (e *InvalidError) InvalidField() (field, reason string) { return e.Field, e.Reason }
+
 // Validate returns ErrInvalid, naming the field, for a value below 0 or
 // above MaxPerMinute, a workload with an empty or overlong name, or too
 // many workloads.
@@ -51,11 +70,11 @@ func (l Limits) Validate() error {
 		return err
 	}
 	if len(l.Workloads) > MaxWorkloads {
-		return fmt.Errorf("%w: workloads: at most %d", ErrInvalid, MaxWorkloads)
+		return &InvalidError{Field: "workloads", Reason: fmt.Sprintf("at most %d", MaxWorkloads)}
 	}
 	for name, w := range l.Workloads {
 		if !workloadFormat.MatchString(name) {
-			return fmt.Errorf("%w: workloads: a workload's name must be 1-64 letters, digits, '.', '_' or '-'", ErrInvalid)
+			return &InvalidError{Field: "workloads", Reason: "a workload's name must be 1-64 letters, digits, '.', '_' or '-'"}
 		}
 		if err := w.validate("workloads." + name + "."); err != nil {
 			return err
@@ -70,7 +89,7 @@ func (l Limit) validate(prefix string) error {
 		v    *int64
 	}{{"requests_per_minute", l.RequestsPerMinute}, {"tokens_per_minute", l.TokensPerMinute}} {
 		if f.v != nil && (*f.v < 0 || *f.v > MaxPerMinute) {
-			return fmt.Errorf("%w: %s%s: must be an integer from 0 to %d", ErrInvalid, prefix, f.name, int64(MaxPerMinute))
+			return &InvalidError{Field: prefix + f.name, Reason: fmt.Sprintf("must be an integer from 0 to %d", int64(MaxPerMinute))}
 		}
 	}
 	return nil

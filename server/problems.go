@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -155,15 +154,35 @@ func requestProblem(err error) (int, string, string, []tasks.FieldError, bool) {
 			[]tasks.FieldError{{Field: re.Field, Message: re.Message}}, true
 	case errors.As(err, &rl):
 		return http.StatusTooManyRequests, "rate_limited", rateLimitedMessage(rl), nil, true
-	case errors.Is(err, limits.ErrInvalid):
-		field, msg := limitsField(err)
-		return http.StatusBadRequest, "invalid_request", field + ": " + msg + ".", []tasks.FieldError{{Field: field, Message: msg}}, true
-	case errors.Is(err, accounts.ErrInvalid):
-		return http.StatusBadRequest, "invalid_request", accountsDetail(err), nil, true
-	case errors.Is(err, budget.ErrInvalid):
-		return http.StatusBadRequest, "invalid_request", budgetDetail(err), nil, true
 	}
-	return 0, "", "", nil, false
+	return invalidProblem(err)
+}
+
+// invalidArgument is a domain package's refusal of an argument out of
+// range (budget, limits and accounts' InvalidError): what is refused and
+// why, and, when it names one field, the field.
+type invalidArgument interface {
+	error
+	InvalidDetail() string
+}
+
+// invalidProblem maps an invalidArgument to a 400: its detail and the
+// field it names, read from the error's fields, never its text.
+func invalidProblem(err error) (int, string, string, []tasks.FieldError, bool) {
+	var ia invalidArgument
+	if !errors.As(err, &ia) {
+		if errors.Is(err, budget.ErrInvalid) || errors.Is(err, limits.ErrInvalid) || errors.Is(err, accounts.ErrInvalid) {
+			return http.StatusBadRequest, "invalid_request", "The request parameters are out of range.", nil, true
+		}
+		return 0, "", "", nil, false
+	}
+	var fields []tasks.FieldError
+	var named interface{ InvalidField() (string, string) }
+	if errors.As(err, &named) {
+		field, reason := named.InvalidField()
+		fields = []tasks.FieldError{{Field: field, Message: reason}}
+	}
+	return http.StatusBadRequest, "invalid_request", ia.InvalidDetail(), fields, true
 }
 
 // fixedProblems are the domain errors whose answer never varies.
@@ -348,40 +367,6 @@ func retryAfterOf(err error) int {
 		return max(int((oe.RetryAfter+time.Second-1)/time.Second), 1)
 	}
 	return 1
-}
-
-// budgetDetail is the detail of a budget.ErrInvalid: the package's own
-// text, which names the field and range and never echoes secrets.
-func budgetDetail(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "budget: invalid: "); i >= 0 {
-		return strings.TrimSpace(msg[i+len("budget: invalid: "):])
-	}
-	return "The request parameters are out of range."
-}
-
-// limitsField splits a limits.ErrInvalid into the field it names and
-// what is wrong with it.
-func limitsField(err error) (field, msg string) {
-	rest := err.Error()
-	if i := strings.Index(rest, "limits: invalid: "); i >= 0 {
-		rest = rest[i+len("limits: invalid: "):]
-	}
-	field, msg, ok := strings.Cut(rest, ": ")
-	if !ok {
-		return "body", rest
-	}
-	return field, msg
-}
-
-// accountsDetail is the detail of an accounts.ErrInvalid: the package's
-// own text, naming the field and its range.
-func accountsDetail(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "accounts: invalid: "); i >= 0 {
-		return strings.TrimSpace(msg[i+len("accounts: invalid: "):])
-	}
-	return "The request parameters are out of range."
 }
 
 // writeErrorJSON writes an error body as JSON without HTML escaping, so
