@@ -1,6 +1,9 @@
 package budget
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,3 +26,27 @@ func QueueNoHeadroom(b *pgx.Batch, owner string, at time.Time, amount int64, ref
 // still reserve; a period not opened yet has no row, and compares NULL.
 var noHeadroomSQL = `SELECT COALESCE(bool_or(NOT (p.total_micros - p.reserved_micros - p.spent_micros >= $2)), false)` +
 	balanceRowsFrom(1, 3, `l.workload = ''`)
+
+// Room is the tightest of the owner's own budget and workload's (when not
+// ""), in its period current at the store's clock, in one read without
+// locks: the balance with the least available. A period not yet opened
+// shows its full total. found is false for an owner without a budget.
+func (s *Store) Room(ctx context.Context, owner, workload string) (b Balance, found bool, err error) {
+	daily, monthly, none := periodStarts(s.now())
+	err = s.pool.QueryRow(ctx, roomSQL, owner, workload, daily, monthly, none).Scan(&b.Workload, &b.TotalMicros, &b.ReservedMicros, &b.SpentMicros)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Balance{}, false, nil
+	case err != nil:
+		return Balance{}, false, fmt.Errorf("budget: room: %w", err)
+	}
+	b.OwnerID = owner
+	return b, true, nil
+}
+
+// roomSQL reads the balance of owner $1 and workload $2 (its own and the
+// workload's) with the least available.
+var roomSQL = `SELECT l.workload, COALESCE(p.total_micros, l.total_micros), COALESCE(p.reserved_micros, 0), COALESCE(p.spent_micros, 0)` +
+	balanceRowsFrom(1, 3, `l.workload IN ('', $2)`) + `
+		ORDER BY COALESCE(p.total_micros, l.total_micros) - COALESCE(p.reserved_micros, 0) - COALESCE(p.spent_micros, 0)
+		LIMIT 1`

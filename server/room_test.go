@@ -135,3 +135,36 @@ func TestLargeBodyFromAnOwnerWithNoRoomIsRefusedUnread(t *testing.T) {
 	})
 	e.checkInvariants()
 }
+
+// A refusal of the room check is remembered for a second: room that
+// appears meanwhile (here a top-up) reaches large requests once it has
+// passed, and a small request is decided by the admission at once.
+func TestRoomRefusalIsRememberedForASecond(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	at := time.Now().UTC().Truncate(time.Second)
+	e.clock.Set(at)
+	broke := e.owner("broke", accounts.RoleClient, 0)
+	big := roomCases()[1].body(strings.Repeat("a prompt that fills a large body. ", 100<<10/34))
+	chat := func(body []byte) response {
+		return e.do(http.MethodPost, "/v1/chat/completions", broke, body, nil)
+	}
+	if r := chat(big); r.status != http.StatusTooManyRequests && r.status != http.StatusPaymentRequired {
+		t.Fatalf("large body with no room: %d %s", r.status, r.body)
+	}
+	if _, err := e.budgets.Topup(t.Context(), "broke", "", 1_000_000, "test", "room appears"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(at.Add(500 * time.Millisecond))
+	if r := chat(big); !bytes.Contains(r.body, []byte("least a request reserves")) {
+		t.Errorf("large body half a second after the top-up: %d %.200s; want the remembered refusal", r.status, r.body)
+	}
+	if r := chat(roomCases()[1].body("hi")); r.status != http.StatusOK {
+		t.Errorf("small body after the top-up: %d %.200s; want it admitted by the admission", r.status, r.body)
+	}
+	e.clock.Set(at.Add(time.Second))
+	if r := chat(big); r.status != http.StatusOK {
+		t.Errorf("large body a second after the refusal: %d %.200s; want it admitted", r.status, r.body)
+	}
+	e.checkInvariants()
+}

@@ -13,6 +13,13 @@ import (
 // admitted, so a request of theirs may be refused before its body is read
 // (server's room check). It is 0 when a free model is nameable.
 func (s *Service) LeastReservation() int64 {
+	s.least.once.Do(func() { s.least.micros = s.leastReservation() })
+	return s.least.micros
+}
+
+// leastReservation figures LeastReservation, once: the catalog does not
+// change while the service runs.
+func (s *Service) leastReservation() int64 {
 	least := int64(math.MaxInt64)
 	for m := range s.cfg.Catalog.Nameable() {
 		p := m.Price()

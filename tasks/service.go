@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,11 @@ type Service struct {
 	river     *river.Client[pgx.Tx]
 	waiter    *waiter
 	started   bool // workers running; set by Start before any Stop
+	// least is LeastReservation, figured once.
+	least struct {
+		once   sync.Once
+		micros int64
+	}
 	// budgetRows queues this process's commits on an owner's budget rows
 	// (commitOnBudget).
 	budgetRows keylock.Locks
