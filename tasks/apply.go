@@ -202,7 +202,7 @@ func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, curre
 	chain := s.cfg.Catalog.Chain(requested)
 	at := slices.IndexFunc(chain, func(m catalog.Model) bool { return m.Name == current.Name })
 	for _, next := range chain[at+1:] {
-		if s.fits(next, t.Request) != nil {
+		if s.fitting.fits(next, t.Request) != nil {
 			continue
 		}
 		mode, err := gate.ModeTx(ctx, tx, next.Provider)

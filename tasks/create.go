@@ -179,8 +179,8 @@ func (s *Service) planFor(sub Submission) (plan, error) {
 	if p.raw, err = json.Marshal(req); err != nil {
 		return plan{}, fmt.Errorf("tasks: encode request: %w", err)
 	}
-	p.amount, p.estimated = s.estimate(fitting, priced, req)
-	p.tokens = s.estimatedTokens(fitting, req)
+	p.amount, p.estimated = s.fitting.estimate(fitting, priced, req)
+	p.tokens = s.fitting.estimatedTokens(fitting, req)
 	if p.amount > budget.MaxTotalMicros {
 		// More than any budget may hold (a saturated cost among them).
 		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
@@ -209,7 +209,7 @@ func (s *Service) fittingModels(req Request) (fitting []catalog.Model, priced bo
 		// and exported as given, so it may not carry what redaction removes.
 		return nil, false, &ValidationError{Fields: []FieldError{{"model", "must not contain personal data or a credential"}}}
 	}
-	fitting, err = s.fit(m, req)
+	fitting, err = s.fitting.fit(m, req)
 	return fitting, priced, err
 }
 
@@ -222,9 +222,9 @@ func (s *Service) fittingModels(req Request) (fitting []catalog.Model, priced bo
 // skips the reservation. A cost beyond an int64 saturates
 // (budget.Price.Cost), never wraps: the amount is then above any budget
 // and Create refuses it.
-func (s *Service) estimate(fitting []catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
+func (f *modelFit) estimate(fitting []catalog.Model, priced bool, req Request) (amount int64, estimated bool) {
 	for _, x := range fitting {
-		in, out := s.reservedTokens(x, req)
+		in, out := f.reservedTokens(x, req)
 		amount = max(amount, x.Price().Cost(in, out))
 	}
 	return max(amount, 1), !priced
@@ -232,10 +232,10 @@ func (s *Service) estimate(fitting []catalog.Model, priced bool, req Request) (a
 
 // estimatedTokens is the reservation's token count: input and output, as
 // estimate reserves them, for the model of fitting that may use the most.
-func (s *Service) estimatedTokens(fitting []catalog.Model, req Request) int64 {
+func (f *modelFit) estimatedTokens(fitting []catalog.Model, req Request) int64 {
 	var tokens int64
 	for _, x := range fitting {
-		in, out := s.reservedTokens(x, req)
+		in, out := f.reservedTokens(x, req)
 		tokens = max(tokens, budget.SaturatingAdd(in, out))
 	}
 	return tokens

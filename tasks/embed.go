@@ -172,11 +172,11 @@ func canonicalEmbedding(e provider.Embedding) *provider.Embedding {
 // embeddings, m is an embedding model, each input's estimate is within
 // m's context window (an embedding model's limit per input), and m's
 // provider can carry the request's fields.
-func (s *Service) fitsEmbedding(m catalog.Model, req Request) *RefusedError {
-	client := s.cfg.Clients[m.Provider]
+func (f *modelFit) fitsEmbedding(m catalog.Model, req Request) *RefusedError {
+	client := f.clients[m.Provider]
 	if _, ok := client.(provider.Embedder); !ok {
 		kind := "its provider"
-		if p, ok := s.cfg.Catalog.Provider(m.Provider); ok {
+		if p, ok := f.catalog.Provider(m.Provider); ok {
 			kind += " (" + p.Kind + ")"
 		}
 		return &RefusedError{Field: "model", Code: CodeModelLacksEmbeddings,
@@ -227,11 +227,11 @@ func estimateEmbedding(e provider.Embedding) int64 {
 }
 
 // inputTokensOf is the input estimate of req on m, whatever its kind.
-func (s *Service) inputTokensOf(m catalog.Model, req Request) int64 {
+func (f *modelFit) inputTokensOf(m catalog.Model, req Request) int64 {
 	if req.Embedding != nil {
 		return estimateEmbedding(*req.Embedding)
 	}
-	return s.inputTokens(m, req.Chat)
+	return f.inputTokens(m, req.Chat)
 }
 
 // callProvider makes b's call: Complete for a chat, Embed for an

@@ -31,8 +31,8 @@ func (s *Service) Estimate(req Request) (Estimate, error) {
 	if err != nil {
 		return Estimate{}, err
 	}
-	amount, _ := s.estimate(fitting, priced, req)
-	return Estimate{InputTokens: s.inputTokens(fitting[0], req.Chat), ReservedMicros: amount}, nil
+	amount, _ := s.fitting.estimate(fitting, priced, req)
+	return Estimate{InputTokens: s.fitting.inputTokens(fitting[0], req.Chat), ReservedMicros: amount}, nil
 }
 
 // InputTokens is the prompt estimate of req on the model it names, the
@@ -51,7 +51,7 @@ func (s *Service) InputTokens(req Request) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.inputTokens(m, req.Chat), nil
+	return s.fitting.inputTokens(m, req.Chat), nil
 }
 
 // unknownModel is the refusal of a model name the catalog (and its price

@@ -18,7 +18,8 @@ func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 	wraps := catalog.Model{Name: "wraps", Provider: "p", OutputMicrosPerMTok: 1 << 62} // × 4 tokens = 2^64, 0 when wrapped
 	dear := catalog.Model{Name: "dear", Provider: "p", InputMicrosPerMTok: budget.MaxPricePerMTok, OutputMicrosPerMTok: budget.MaxPricePerMTok}
 	cat := &catalog.Catalog{Providers: []catalog.Provider{{Key: "p", Kind: "openai"}}, Models: []catalog.Model{huge, wraps, dear}}
-	s := &Service{cfg: Config{Catalog: cat, DefaultMaxTokens: 1024}}
+	cfg := Config{Catalog: cat, DefaultMaxTokens: 1024}
+	s := &Service{cfg: cfg, fitting: newModelFit(cfg)}
 	msg := []provider.Message{{Role: "user", Content: provider.Text("abcdefgh")}} // 2 + 4 tokens
 	cases := []struct {
 		name      string
@@ -32,7 +33,7 @@ func TestEstimateNeverCollapsesAReservation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, _ := s.estimate([]catalog.Model{c.model}, true, Request{Chat: provider.Chat{Model: c.model.Name, Messages: msg, MaxTokens: c.maxTokens}})
+			got, _ := s.fitting.estimate([]catalog.Model{c.model}, true, Request{Chat: provider.Chat{Model: c.model.Name, Messages: msg, MaxTokens: c.maxTokens}})
 			if got != c.want {
 				t.Errorf("reservation %d, want %d", got, c.want)
 			}

@@ -41,7 +41,7 @@ func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, m money) ([
 		// The figures of the reservation: the worst case of one call.
 		in, out := int64(0), int64(0)
 		if model, _, err := s.cfg.Catalog.Resolve(t.Model); err == nil {
-			in, out = s.reservedTokens(model, t.Request)
+			in, out = s.fitting.reservedTokens(model, t.Request)
 		}
 		settled, err := budget.SettleTx(ctx, tx, budget.Settlement{
 			TaskID: t.ID, Workload: t.Workload, Model: t.Model, InputTokens: in,
@@ -200,7 +200,7 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, t Task, c *finishedCall, d decision) error {
 	res, m, resp := &c.res, c.b.model, c.resp
 	res.task, res.status, res.implausible, res.finished = t, d.status, "", nil
-	implausible := !s.usageBoundOf(c.b).admits(resp.Usage)
+	implausible := !s.fitting.usageBoundOf(c.b).admits(resp.Usage)
 	if implausible {
 		queueImplausibleUsage(batch, c.b, resp.Usage)
 		res.implausible = m.Provider
@@ -256,7 +256,7 @@ func (s *Service) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usa
 		u.setTokens(tok.Normalized())
 	} else {
 		u.Source = budget.SourceEstimated
-		u.InputTokens, u.OutputTokens = s.inputTokensOf(m, t.Request), estimateOutput(resp)
+		u.InputTokens, u.OutputTokens = s.fitting.inputTokensOf(m, t.Request), estimateOutput(resp)
 	}
 	return u, m.Price().CostOf(u.tokens())
 }

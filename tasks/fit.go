@@ -3,6 +3,7 @@ package tasks
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/catalog"
@@ -34,15 +35,38 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string { return "tasks: refused: " + e.Field + ": " + e.Message }
 
+// modelFit decides, from the catalog, the provider adapters and the
+// default output limit alone, which models can take a request, what is
+// sent to them, and what a request reserves and may be charged: no
+// database, no clock, so admission, the run and settlement ask it the
+// same questions and get the same answers.
+type modelFit struct {
+	catalog          *catalog.Catalog
+	clients          map[string]provider.Client
+	defaultMaxTokens int
+	// least is leastReservation, figured once: the catalog does not
+	// change while the service runs.
+	least struct {
+		once   sync.Once
+		micros int64
+	}
+}
+
+// newModelFit is the model fit of cfg's catalog, provider adapters and
+// default output limit.
+func newModelFit(cfg Config) *modelFit {
+	return &modelFit{catalog: cfg.Catalog, clients: cfg.Clients, defaultMaxTokens: cfg.DefaultMaxTokens}
+}
+
 // fit returns the models of asked's chain that can take req, in the
 // chain's order: the first runs it, the others are its fallbacks. With
 // none, it returns the asked model's refusal (the chain's first).
-func (s *Service) fit(asked catalog.Model, req Request) ([]catalog.Model, error) {
-	chain := s.cfg.Catalog.Chain(asked)
+func (f *modelFit) fit(asked catalog.Model, req Request) ([]catalog.Model, error) {
+	chain := f.catalog.Chain(asked)
 	var fitting []catalog.Model
 	var first *RefusedError
 	for _, m := range chain {
-		err := s.fits(m, req)
+		err := f.fits(m, req)
 		if err == nil {
 			fitting = append(fitting, m)
 		} else if first == nil {
@@ -63,9 +87,9 @@ func (s *Service) fit(asked catalog.Model, req Request) ([]catalog.Model, error)
 // m's max_output_tokens, the input estimate plus the output limit against
 // m's context window, and what m's provider adapter can carry
 // (provider.Checker).
-func (s *Service) fits(m catalog.Model, req Request) *RefusedError {
+func (f *modelFit) fits(m catalog.Model, req Request) *RefusedError {
 	if req.Embedding != nil {
-		return s.fitsEmbedding(m, req)
+		return f.fitsEmbedding(m, req)
 	}
 	if r := refuseChatOn(m); r != nil {
 		return r
@@ -82,14 +106,14 @@ func (s *Service) fits(m catalog.Model, req Request) *RefusedError {
 		return &RefusedError{Field: field, Code: CodeOutputLimitExceeded,
 			Message: fmt.Sprintf("model %s writes at most %d output tokens, fewer than the %d asked", m.Name, m.MaxOutputTokens, limit)}
 	}
-	in, out := s.inputTokens(m, req.Chat), int64(s.outputLimit(m, req))
+	in, out := f.inputTokens(m, req.Chat), int64(f.outputLimit(m, req))
 	if !m.Fits(in, out) {
 		return &RefusedError{Field: "messages", Code: CodeContextWindowExceeded,
 			Message: fmt.Sprintf("model %s has a context window of %d tokens; this request needs about %d input tokens plus %d output",
 				m.Name, m.ContextWindow, in, out)}
 	}
-	if c, ok := s.cfg.Clients[m.Provider].(provider.Checker); ok {
-		if err := c.Check(s.chatFor(m, req)); err != nil {
+	if c, ok := f.clients[m.Provider].(provider.Checker); ok {
+		if err := c.Check(f.chatFor(m, req)); err != nil {
 			r := &RefusedError{Code: CodeUnsupportedField, Message: fmt.Sprintf("model %s's provider cannot carry this request", m.Name)}
 			var u *provider.Unsupported
 			if errors.As(err, &u) {
@@ -105,29 +129,29 @@ func (s *Service) fits(m catalog.Model, req Request) *RefusedError {
 // client's, or else Tollgate's default, clamped to m's max_output_tokens.
 // A client's limit above that bound is refused (fits), never clamped: the
 // client asked for it.
-func (s *Service) outputLimit(m catalog.Model, req Request) int {
+func (f *modelFit) outputLimit(m catalog.Model, req Request) int {
 	if n := req.OutputLimit(); n > 0 {
 		return n
 	}
 	if m.MaxOutputTokens > 0 {
-		return min(s.cfg.DefaultMaxTokens, m.MaxOutputTokens)
+		return min(f.defaultMaxTokens, m.MaxOutputTokens)
 	}
-	return s.cfg.DefaultMaxTokens
+	return f.defaultMaxTokens
 }
 
 // chatFor is the chat sent to m for raw: on the provider's model name,
 // with Tollgate's default output limit when the client set none, under
 // the name m's provider expects (catalog.LimitParam: never max_tokens for
 // a reasoning model). A client's limit keeps the name the client used.
-func (s *Service) chatFor(m catalog.Model, raw Request) provider.Chat {
+func (f *modelFit) chatFor(m catalog.Model, raw Request) provider.Chat {
 	c := raw.Chat
 	c.Model = m.ProviderModel
 	if c.OutputLimit() == 0 {
-		p, _ := s.cfg.Catalog.Provider(m.Provider)
+		p, _ := f.catalog.Provider(m.Provider)
 		if catalog.LimitParam(m, p) == catalog.MaxCompletionTokens {
-			c.MaxCompletionTokens = s.outputLimit(m, raw)
+			c.MaxCompletionTokens = f.outputLimit(m, raw)
 		} else {
-			c.MaxTokens = s.outputLimit(m, raw)
+			c.MaxTokens = f.outputLimit(m, raw)
 		}
 	}
 	if raw.JSONMode && c.ResponseFormat == nil {
@@ -138,9 +162,9 @@ func (s *Service) chatFor(m catalog.Model, raw Request) provider.Chat {
 
 // inputTokens is the input estimate of c on m's provider (see
 // estimateInput and imageTokens).
-func (s *Service) inputTokens(m catalog.Model, c provider.Chat) int64 {
+func (f *modelFit) inputTokens(m catalog.Model, c provider.Chat) int64 {
 	kind := ""
-	if p, ok := s.cfg.Catalog.Provider(m.Provider); ok {
+	if p, ok := f.catalog.Provider(m.Provider); ok {
 		kind = p.Kind
 	}
 	text, images := estimateInput(c)
@@ -149,11 +173,11 @@ func (s *Service) inputTokens(m catalog.Model, c provider.Chat) int64 {
 
 // reservedTokens is the reservation's token figures for req on m: the
 // input estimate, and the output limit times the choices asked for.
-func (s *Service) reservedTokens(m catalog.Model, req Request) (in, out int64) {
+func (f *modelFit) reservedTokens(m catalog.Model, req Request) (in, out int64) {
 	if req.Embedding != nil {
 		return estimateEmbedding(*req.Embedding), 0 // an embedding writes no output
 	}
-	return s.inputTokens(m, req.Chat), budget.SaturatingMul(int64(s.outputLimit(m, req)), int64(req.Choices()))
+	return f.inputTokens(m, req.Chat), budget.SaturatingMul(int64(f.outputLimit(m, req)), int64(req.Choices()))
 }
 
 // Per-image input figures, per provider kind: what one image may cost at

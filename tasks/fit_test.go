@@ -47,8 +47,9 @@ func fitService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Service{cfg: Config{Catalog: cat, DefaultMaxTokens: 1024,
-		Clients: map[string]provider.Client{"oa": nil, "oa2": nil, "an": checking{}}}}
+	cfg := Config{Catalog: cat, DefaultMaxTokens: 1024,
+		Clients: map[string]provider.Client{"oa": nil, "oa2": nil, "an": checking{}}}
+	return &Service{cfg: cfg, fitting: newModelFit(cfg)}
 }
 
 func resolve(t *testing.T, s *Service, name string) catalog.Model {
@@ -135,7 +136,7 @@ func TestReservedTokens(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			in, out := s.reservedTokens(resolve(t, s, c.model), Request{Chat: c.chat})
+			in, out := s.fitting.reservedTokens(resolve(t, s, c.model), Request{Chat: c.chat})
 			if in != c.in || out != c.out {
 				t.Errorf("reserved %d in, %d out; want %d, %d", in, out, c.in, c.out)
 			}
@@ -177,7 +178,7 @@ func TestFit(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fitting, err := s.fit(resolve(t, s, c.model), Request{Chat: c.chat})
+			fitting, err := s.fitting.fit(resolve(t, s, c.model), Request{Chat: c.chat})
 			var names []string
 			for _, m := range fitting {
 				names = append(names, m.Name)
@@ -198,7 +199,7 @@ func TestFit(t *testing.T) {
 		})
 	}
 	// An adapter's refusal with no other model: unsupported_field.
-	_, err := s.fit(catalog.Model{Name: "solo", Provider: "an"}, Request{Chat: provider.Chat{Messages: hello, Params: provider.Params{LogitBias: map[string]int{"1": 1}}}})
+	_, err := s.fitting.fit(catalog.Model{Name: "solo", Provider: "an"}, Request{Chat: provider.Chat{Messages: hello, Params: provider.Params{LogitBias: map[string]int{"1": 1}}}})
 	var r *RefusedError
 	if !errors.As(err, &r) || r.Code != CodeUnsupportedField || r.Field != "logit_bias" {
 		t.Errorf("adapter refusal: %v", err)

@@ -13,15 +13,15 @@ import (
 // admitted, so a request of theirs may be refused before its body is read
 // (server's room check). It is 0 when a free model is nameable.
 func (s *Service) LeastReservation() int64 {
-	s.least.once.Do(func() { s.least.micros = s.leastReservation() })
-	return s.least.micros
+	f := s.fitting
+	f.least.once.Do(func() { f.least.micros = f.leastReservation() })
+	return f.least.micros
 }
 
-// leastReservation figures LeastReservation, once: the catalog does not
-// change while the service runs.
-func (s *Service) leastReservation() int64 {
+// leastReservation figures LeastReservation.
+func (f *modelFit) leastReservation() int64 {
 	least := int64(math.MaxInt64)
-	for m := range s.cfg.Catalog.Nameable() {
+	for m := range f.catalog.Nameable() {
 		p := m.Price()
 		if m.Serves(false) {
 			least = min(least, p.CostOf(budget.Tokens{Input: messageFraming, Output: 1}))

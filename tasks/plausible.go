@@ -29,11 +29,11 @@ const inputSlack = 8192
 
 // usageBoundOf is the bound of b's call, on the request as it was sent
 // (chatFor: Tollgate's default limit when the client set none).
-func (s *Service) usageBoundOf(b *begunAttempt) usageBound {
+func (f *modelFit) usageBoundOf(b *begunAttempt) usageBound {
 	if e := b.raw.Embedding; e != nil {
 		return usageBound{input: budget.SaturatingAdd(budget.SaturatingMul(estimateEmbedding(*e), 8), inputSlack)}
 	}
-	sent := s.chatFor(b.model, b.raw)
+	sent := f.chatFor(b.model, b.raw)
 	text, images := estimateInput(sent)
 	for _, v := range sent.Extra {
 		text = budget.SaturatingAdd(text, budget.EstimateTokens(string(v)))

@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,11 +35,9 @@ type Service struct {
 	river     *river.Client[pgx.Tx]
 	waiter    *waiter
 	started   bool // workers running; set by Start before any Stop
-	// least is LeastReservation, figured once.
-	least struct {
-		once   sync.Once
-		micros int64
-	}
+	// fitting decides which models can take a request and what it
+	// reserves (fit.go).
+	fitting *modelFit
 	// budgetRows queues this process's commits on an owner's budget rows
 	// (commitOnBudget).
 	budgetRows keylock.Locks
@@ -76,7 +73,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, cfg: cfg, waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
+	s := &Service{pool: pool, cfg: cfg, fitting: newModelFit(cfg), waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
 		shed: newShedder(cfg.Catalog, cfg)}
 	queues := map[string]river.QueueConfig{}
 	s.digestKey = cfg.Sealer.DigestKey()
@@ -175,5 +172,5 @@ func (s *Service) Stop(ctx context.Context) error {
 // providerRequest is the call begun makes: the raw request as chatFor
 // sends it to the attempt's model.
 func (s *Service) providerRequest(begun *begunAttempt) provider.Request {
-	return provider.Request{Chat: s.chatFor(begun.model, begun.raw), IdempotencyKey: begun.providerKey()}
+	return provider.Request{Chat: s.fitting.chatFor(begun.model, begun.raw), IdempotencyKey: begun.providerKey()}
 }
