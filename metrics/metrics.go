@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,7 +48,19 @@ type Metrics struct {
 	queueWait        *prometheus.GaugeVec
 	rateLimited      *prometheus.CounterVec
 	webhookDelivered *prometheus.CounterVec
+	spent            *prometheus.CounterVec
+
+	spendOwnersMu sync.Mutex
+	spendOwners   map[string]bool // the owners with a spend series of their own, at most MaxSpendOwners
 }
+
+// MaxSpendOwners bounds the owner label of tollgate_spend_micros_total:
+// the first MaxSpendOwners owners a process sees settle get a series of
+// their own, any later one counts under "other". Owners are an admin's ids,
+// never a client's input, but an installation may hold thousands; the
+// bound keeps a scrape small whatever it holds, and /v1/usage answers
+// for every owner.
+const MaxSpendOwners = 100
 
 // New registers every collector on a fresh registry, with Go runtime and
 // process metrics.
@@ -125,6 +138,10 @@ func New() *Metrics {
 		webhookDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_webhook_deliveries_total", Help: "Webhook delivery attempts by outcome: delivered, http_status (a non-2xx answer, redirects included), timeout, dns, tls, network, blocked_address (an address the webhook policy refuses), dropped (the webhook was removed).",
 		}, []string{"outcome"}),
+		spent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_spend_micros_total", Help: "Settled cost in micros (charged and shortfall, as usage_records.cost_micros), counted once per settlement after it commits, by owner and model. model is a priced catalog model or \"other\"; owner_id is one of the first 100 owners this process saw settle, or \"other\".",
+		}, []string{"owner_id", "model"}),
+		spendOwners: map[string]bool{},
 	}
 	// Alert series exist from the start, so increase() sees the first one.
 	for _, pct := range []string{"70", "90"} {
@@ -136,7 +153,7 @@ func New() *Metrics {
 	r.MustRegister(m.httpRequests, m.httpLatency, m.providerCalls, m.unclassified, m.upstreamLatency, m.tasksFinished,
 		m.taskLatency, m.breakerOpened, m.tasksCreated, m.orphans, m.implausible, m.budgetAlerts, m.fallbacks,
 		m.recordedTogether, m.admittedTogether, m.ranOnArrival, m.shed, m.admitting, m.queueWait, m.rateLimited, m.webhookDelivered,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.spent, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -187,6 +204,31 @@ func (m *Metrics) RateLimited(owner, workload string) {
 		return
 	}
 	m.rateLimited.WithLabelValues(owner, workload).Inc()
+}
+
+// Spent counts a committed settlement's cost, micros, for owner (an
+// admin's id) on model (a priced catalog model or "other"). Past
+// MaxSpendOwners distinct owners, a new owner counts as "other".
+func (m *Metrics) Spent(owner, model string, micros int64) {
+	if m == nil || micros <= 0 {
+		return
+	}
+	m.spent.WithLabelValues(m.spendOwner(owner), model).Add(float64(micros))
+}
+
+// spendOwner is owner's label: its own while it is one of the first
+// MaxSpendOwners owners seen, "other" after.
+func (m *Metrics) spendOwner(owner string) string {
+	m.spendOwnersMu.Lock()
+	defer m.spendOwnersMu.Unlock()
+	if m.spendOwners[owner] {
+		return owner
+	}
+	if len(m.spendOwners) >= MaxSpendOwners {
+		return "other"
+	}
+	m.spendOwners[owner] = true
+	return owner
 }
 
 // Shed counts a new task refused as overloaded; reason is the bound

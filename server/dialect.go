@@ -95,7 +95,8 @@ func admit[C any](d *Deps, dl dialect[C]) echo.HandlerFunc {
 		ctx := c.Request().Context()
 		live := a.stream && !a.background
 		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: a.req, Inline: live, Await: !a.background && !live})
+			IdempotencyKey: key, TraceID: traceIDOf(c), Request: a.req, Inline: live, Queue: a.background,
+			Await: !a.background && !live})
 		if err != nil {
 			return dl.refused(call, err)
 		}

@@ -32,6 +32,7 @@ func registerEndpoints(e *echo.Echo, d *Deps, speaks map[string]errorDialect) {
 	v1.add(http.MethodPost, "/messages/count_tokens", countTokens(d), messages, antAuth...)
 	v1.add(http.MethodPost, "/embeddings", admit(d, embed), embed, admitting...)
 	v1.add(http.MethodGet, "/models", modelsList(d), chat, auth...)
+	v1.add(http.MethodGet, "/models/:model", modelGet(d), chat, auth...)
 	v1.add(http.MethodPost, "/responses", admit(d, responses), responses, admitting...)
 	v1.add(http.MethodGet, "/responses/:id", getResponse(d), responses, auth...)
 	v1.add(http.MethodPost, "/responses/:id/cancel", cancelResponse(d), responses, auth...)

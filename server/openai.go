@@ -104,25 +104,3 @@ func optionalKey(c echo.Context, prefix string) (key string, keyed bool, err err
 	}
 	return key, true, nil
 }
-
-// modelsList: GET /v1/models in OpenAI's shape: the configured model names.
-func modelsList(d *Deps) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		type model struct {
-			ID      string `json:"id"`
-			Object  string `json:"object"`
-			Created int64  `json:"created"`
-			OwnedBy string `json:"owned_by"`
-		}
-		out := struct {
-			Object string  `json:"object"`
-			Data   []model `json:"data"`
-		}{Object: "list", Data: []model{}}
-		if d.Catalog != nil {
-			for _, m := range d.Catalog.Models {
-				out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: m.Provider})
-			}
-		}
-		return c.JSON(http.StatusOK, out)
-	}
-}

@@ -25,8 +25,9 @@ type replayRecord struct {
 	Route          *string          `json:"route"`
 	PromptVersion  *string          `json:"prompt_version"`
 	Attempts       []replay.Attempt `json:"attempts"`
-	// CostMicros is the settled cost of a succeeded task; Error why it
-	// failed, or why it waits ("Waiting: ...") while queued.
+	// CostMicros is what the task was charged, whatever its status (null
+	// until settled, or when released); Error why it failed, or why it
+	// waits ("Waiting: ...") while queued.
 	CostMicros *int64         `json:"cost_micros"`
 	Error      *tasks.Failure `json:"error"`
 }
@@ -87,7 +88,7 @@ func getReplay(d *Deps) echo.HandlerFunc {
 		return c.JSON(http.StatusOK, replayRecord{
 			TaskID: t.ID, OwnerID: t.OwnerID, IdempotencyKey: t.IdempotencyKey, Status: t.Status,
 			Request: t.Request, CreatedAt: t.CreatedAt, FinishedAt: t.FinishedAt, Attempts: attempts,
-			Route: t.Route, PromptVersion: t.PromptVersion, CostMicros: costOf(t), Error: t.Error,
+			Route: t.Route, PromptVersion: t.PromptVersion, CostMicros: t.CostMicros, Error: t.Error,
 		})
 	}
 }
@@ -202,22 +203,13 @@ func searchReplays(d *Deps) echo.HandlerFunc {
 		for i, t := range page.Tasks {
 			out.Data[i] = replaySummary{TaskID: t.ID, OwnerID: t.OwnerID, IdempotencyKey: t.IdempotencyKey, Model: t.Model,
 				Status: t.Status, Attempts: t.Attempts, CreatedAt: t.CreatedAt, FinishedAt: t.FinishedAt, Erased: t.BodiesErasedAt != nil,
-				CostMicros: costOf(t)}
+				CostMicros: t.CostMicros}
 		}
 		if page.NextCursor != "" {
 			out.NextCursor = &page.NextCursor
 		}
 		return c.JSON(http.StatusOK, out)
 	}
-}
-
-// costOf is a task's settled cost: its result's, null without one.
-func costOf(t tasks.Task) *int64 {
-	if t.Result == nil {
-		return nil
-	}
-	c := t.Result.CostMicros
-	return &c
 }
 
 type auditList struct {

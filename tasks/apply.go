@@ -141,14 +141,14 @@ func (s *Service) applySuccess(ctx context.Context, at *applying, d decision) er
 // the run's job.
 func (s *Service) applyEnd(ctx context.Context, at *applying, status Status, d decision) error {
 	c, t := at.c, at.st.task
-	alerts, err := s.closeMoney(ctx, at.tx, t, d.money)
+	money, err := s.closeMoney(ctx, at.tx, t, d.money)
 	if err != nil {
 		return err
 	}
 	if err := finish(ctx, at.tx, t.ID, status, nil, d.failure); err != nil {
 		return err
 	}
-	at.out.final = &outcome{taskID: t.ID, status: status, created: t.CreatedAt, alerts: alerts}
+	at.out.final = &outcome{taskID: t.ID, status: status, created: t.CreatedAt, money: money}
 	if d.failure != nil {
 		at.out.final.code = d.failure.Code
 		c.failureLog().Info("task finished", slog.String("final_status", string(status)), slog.String("code", d.failure.Code))

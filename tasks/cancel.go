@@ -67,8 +67,8 @@ func (s *Service) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*o
 	if err != nil {
 		return nil, err
 	}
-	alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.possiblyCharged())
-	return &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, alerts: alerts}, err
+	money, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.possiblyCharged())
+	return &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, money: money}, err
 }
 
 // jobRunning reports whether the River job jobID is running, a run of its

@@ -40,6 +40,11 @@ type Submission struct {
 	// Inline: the caller runs the task itself (RunInline) to stream it; the
 	// River job is scheduled after the call's deadline, as a safety net.
 	Inline bool
+	// Queue: the first attempt takes the durable queue, never runs on
+	// arrival. A background response is answered at once and must read
+	// queued until a worker takes it, as OpenAI's does; it then runs on
+	// whichever instance takes it, so it outlives the admitting one.
+	Queue bool
 	// Await: the caller waits for the task's end with Wait
 	// (WaitParams.Created) as soon as Create returns, as synchronous
 	// calls do. Create then listens for the task before admitting it.
@@ -275,12 +280,15 @@ func (s *Service) awaitFor(a *admission) *watch {
 // arriveOrQueue decides where a's first attempt runs. It returns a claim
 // to run it on arrival, in this process, when its provider key's gate was
 // read closed and a call slot is free (claimArrival); a.onArrival is then
-// set. Otherwise the task takes its provider key's queue, and is shed (an
-// *OverloadError) when that queue is behind. A streamed task runs in its
-// caller and does neither.
+// set. Otherwise (and always for a Queue submission) the task takes its
+// provider key's queue, and is shed (an *OverloadError) when that queue is
+// behind. A streamed task runs in its caller and does neither.
 func (s *Service) arriveOrQueue(a *admission, m catalog.Model, gateClosed bool) (*arrivalClaim, error) {
 	if a.sub.Inline {
 		return nil, nil
+	}
+	if a.sub.Queue {
+		return nil, s.shed.queue(m.Provider)
 	}
 	if arrival := s.claimArrival(m, gateClosed); arrival != nil {
 		a.onArrival = true

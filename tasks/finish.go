@@ -19,23 +19,43 @@ import (
 // finishUnsucceeded ends a task that produced no answer, failed or
 // canceled: released, or settled as possibly charged after possiblyCharged
 // calls that may have been billed.
-func (s *Service) finishUnsucceeded(ctx context.Context, tx pgx.Tx, t Task, status Status, f *Failure, possiblyCharged int) ([]budget.Alert, error) {
-	alerts, err := s.closeMoney(ctx, tx, t, moneyAfter(possiblyCharged))
+func (s *Service) finishUnsucceeded(ctx context.Context, tx pgx.Tx, t Task, status Status, f *Failure, possiblyCharged int) (closedMoney, error) {
+	m, err := s.closeMoney(ctx, tx, t, moneyAfter(possiblyCharged))
 	if err != nil {
-		return nil, err
+		return closedMoney{}, err
 	}
-	return alerts, finish(ctx, tx, t.ID, status, nil, f)
+	return m, finish(ctx, tx, t.ID, status, nil, f)
+}
+
+// closedMoney is how a task's reservation closed, for its outcome once
+// committed: the budget alerts its settlement crossed and, when it was
+// settled, what it spent (nil when released).
+type closedMoney struct {
+	alerts []budget.Alert
+	spent  *spend
+}
+
+// spend is one settlement's cost, counted on metrics after commit.
+type spend struct {
+	owner, model string
+	micros       int64
+}
+
+// spendOf is what a settlement of owner's task on model spent: its cost,
+// the charge and the shortfall together, as its usage row records it.
+func spendOf(owner, model string, s budget.Settled) *spend {
+	return &spend{owner: owner, model: model, micros: budget.SaturatingAdd(s.ChargedMicros, s.ShortfallMicros)}
 }
 
 // closeMoney closes the reservation of a task that produced no answer as
 // m says: released in full (moneyRelease), or settled as possibly charged
 // (moneyPossiblyCharged) at the reservation, the worst case of one call.
 // Any other m leaves it held.
-func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, m money) ([]budget.Alert, error) {
+func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, m money) (closedMoney, error) {
 	switch m {
 	case moneyRelease:
 		if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
-			return nil, err
+			return closedMoney{}, err
 		}
 	case moneyPossiblyCharged:
 		// The figures of the reservation: the worst case of one call.
@@ -47,12 +67,15 @@ func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, m money) ([
 			TaskID: t.ID, Workload: t.Workload, Model: t.Model, InputTokens: in,
 			OutputTokens: out, Source: budget.SourcePossiblyCharged, CostMicros: t.ReservedMicros,
 		}, s.cfg.AlertThresholds)
-		if err != nil && !errors.Is(err, budget.ErrNotFound) {
-			return nil, err
+		if errors.Is(err, budget.ErrNotFound) {
+			return closedMoney{}, nil // closed already: nothing settled now
 		}
-		return settled.Alerts, nil
+		if err != nil {
+			return closedMoney{}, err
+		}
+		return closedMoney{alerts: settled.Alerts, spent: spendOf(t.OwnerID, t.Model, settled)}, nil
 	}
-	return nil, nil
+	return closedMoney{}, nil
 }
 
 // finish ends the task in one statement; a succeeded result's sealed output
@@ -102,7 +125,7 @@ type outcome struct {
 	status  Status
 	code    string
 	created time.Time
-	alerts  []budget.Alert
+	money   closedMoney
 	// implausible: the provider key of a usage report the request rules
 	// out or beyond any sane bound (usageBound), counted once committed;
 	// "" for none.
@@ -121,7 +144,16 @@ func (s *Service) observe(o *outcome) {
 		if o.implausible != "" {
 			s.cfg.Metrics.ImplausibleUsage(o.implausible)
 		}
-		s.cfg.Alerter.Fire(o.alerts)
+		s.countSpend(o.money.spent)
+		s.cfg.Alerter.Fire(o.money.alerts)
+	}
+}
+
+// countSpend counts a committed settlement's cost on metrics, by owner and
+// model label; nothing for a released reservation (nil).
+func (s *Service) countSpend(sp *spend) {
+	if sp != nil {
+		s.cfg.Metrics.Spent(sp.owner, s.modelLabel(sp.model), sp.micros)
 	}
 }
 
@@ -142,6 +174,7 @@ type successResult struct {
 	status    Status
 	wasClosed bool
 	settled   budget.Settled
+	model     string // the model the settlement charges
 	// implausible: the provider key whose usage report the request rules
 	// out (usageBound), charged capped at the reservation; "" when
 	// plausible.
@@ -183,8 +216,14 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 			slog.Int64("charged_micros", res.settled.ChargedMicros), slog.Int64("shortfall_micros", res.settled.ShortfallMicros))
 	}
 	log.Info("task finished", slog.String("final_status", string(res.status)))
-	return &outcome{taskID: t.ID, task: res.finished, status: res.status, created: t.CreatedAt, alerts: res.settled.Alerts,
-		implausible: res.implausible}
+	sp := spendOf(t.OwnerID, res.model, res.settled)
+	if res.finished != nil {
+		// Read back by the finishing statement, which ran before the
+		// settlement: its cost is the settlement's.
+		res.finished.CostMicros = &sp.micros
+	}
+	return &outcome{taskID: t.ID, task: res.finished, status: res.status, created: t.CreatedAt,
+		money: closedMoney{alerts: res.settled.Alerts, spent: sp}, implausible: res.implausible}
 }
 
 // queueSuccessEnd queues the end of task t with c's answer, as d (a
@@ -199,7 +238,7 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 // stored it.
 func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, t Task, c *finishedCall, d decision) error {
 	res, m, resp := &c.res, c.b.model, c.resp
-	res.task, res.status, res.implausible, res.finished = t, d.status, "", nil
+	res.task, res.status, res.implausible, res.finished, res.model = t, d.status, "", nil, m.Name
 	implausible := !s.fitting.usageBoundOf(c.b).admits(resp.Usage)
 	if implausible {
 		queueImplausibleUsage(batch, c.b, resp.Usage)

@@ -166,7 +166,14 @@ func page(list []Task, limit int) Page {
 // on tasks (unaliased).
 const taskColumns = `id::text, owner_id, status, idempotency_key, model, attempts, reserved_micros,
 	created_at, updated_at, finished_at, deadline_at, result, error, request, workload, cancel_requested,
-	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id, answer_sealed`
+	payload, output_sealed, redaction_policy, bodies_erased_at, route, prompt_version, max_attempts, call_timeout_ms, job_id, answer_sealed,
+	` + costColumn
+
+// costColumn reads what the task was charged from its settlement, the one
+// place every final status's charge is kept (a canceled or failed task has
+// no result to hold it): NULL until settled, and for a task released
+// without charge.
+const costColumn = `(SELECT u.cost_micros FROM usage_records u WHERE u.task_id = tasks.id) AS cost_micros`
 
 // clientViewColumns are taskColumns for a task that is only shown to a
 // client: its stored request reduced to the metadata, the one part of the
@@ -182,7 +189,8 @@ func scanTaskInto(r pgx.CollectableRow, extra ...any) (Task, error) {
 	var status string
 	dest := []any{&t.ID, &t.OwnerID, &status, &t.IdempotencyKey, &t.Model, &t.Attempts, &t.ReservedMicros,
 		&t.CreatedAt, &t.UpdatedAt, &t.FinishedAt, &t.DeadlineAt, &t.Result, &t.Error, &t.Request, &t.Workload, &t.CancelRequested,
-		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS, &t.jobID, &t.answerSealed}
+		&t.payload, &t.outputSealed, &t.policy, &t.BodiesErasedAt, &t.Route, &t.PromptVersion, &t.maxAttempts, &t.callTimeoutMS, &t.jobID, &t.answerSealed,
+		&t.CostMicros}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Task{}, err
 	}

@@ -34,6 +34,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		var final *outcome
+		var closedOnly *spend // a finished task's settlement, its end announced already
 		reaped := false
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var id string
@@ -72,10 +73,12 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands. A
 				// kept copy left over goes.
-				if _, err := s.closeMoney(ctx, tx, t, moneyAfter(charged)); err != nil {
+				m, err := s.closeMoney(ctx, tx, t, moneyAfter(charged))
+				if err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, forgetKeptSQL, t.ID, nil)
+				closedOnly = m.spent
+				_, err = tx.Exec(ctx, forgetKeptSQL, t.ID, nil)
 				return err
 			}
 			// An answer kept and never recorded is the task's success.
@@ -94,11 +97,11 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 				lastClass = provider.ClassTransient
 			}
 			f := failureFor(lastClass, jc.lastCode, "deadline")
-			alerts, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, charged)
+			money, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, charged)
 			if err != nil {
 				return err
 			}
-			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, alerts: alerts}
+			final = &outcome{taskID: t.ID, status: StatusFailed, code: f.Code, created: t.CreatedAt, money: money}
 			// A kept answer not recorded (it cannot be opened, or its
 			// recording failed) is settled with the task: it goes.
 			_, err = tx.Exec(ctx, forgetKeptSQL, t.ID, nil)
@@ -113,6 +116,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 		n++
 		s.cfg.Metrics.OrphanReaped()
 		s.observe(final)
+		s.countSpend(closedOnly)
 	}
 }
 

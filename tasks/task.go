@@ -290,7 +290,13 @@ type Task struct {
 	Result          *Result        `json:"result"`
 	Error           *Failure       `json:"error"`
 	Metadata        map[string]any `json:"metadata"`
-	Request         Request        `json:"-"` // as stored: redacted under the owner's policy; only its metadata when read to answer a client (clientViewColumns)
+	// CostMicros is what the task was charged, read from its settlement
+	// whatever its status: a canceled task whose call returned and a
+	// failed one settled as possibly charged cost money too, with no
+	// result to say so. Nil until settled, and for a task released
+	// without charge.
+	CostMicros *int64  `json:"cost_micros"`
+	Request    Request `json:"-"` // as stored: redacted under the owner's policy; only its metadata when read to answer a client (clientViewColumns)
 	// BodiesErasedAt: retention or a deletion erased the task's bodies.
 	BodiesErasedAt *time.Time `json:"-"`
 

@@ -151,7 +151,7 @@ async function loadTasks(more) {
         h('td', null, idLink(t.id)),
         h('td', null, status),
         h('td', null, t.model),
-        costCell(t.result ? t.result.cost_micros : null),
+        costCell(t.cost_micros),
         h('td', { class: 'num' }, String(t.attempts)),
         h('td', { class: 'mono wrap' }, t.idempotency_key),
         h('td', null, timeEl(t.finished_at))));
