@@ -341,6 +341,9 @@ type Chat struct {
 	// providers (sent as the anthropic-beta header).
 	Betas []string                   `json:"anthropic_beta,omitempty"`
 	Extra map[string]json.RawMessage `json:"passthrough,omitempty"`
+	// Native is the client's body when it was made in a provider API's
+	// own dialect (native.go): a provider of that API is sent it.
+	Native *Native `json:"native,omitempty"`
 }
 
 // OutputLimit is the output limit whichever name carries it; 0 is none.
@@ -402,6 +405,9 @@ type Response struct {
 	// Embeddings are an embeddings call's vectors, one per input in the
 	// inputs' order (EmbeddingResponse.Response); nil for a chat.
 	Embeddings [][]float32
+	// Native is the provider's answer as it sent it, when the request was
+	// carried natively (native.go).
+	Native *NativeAnswer
 }
 
 // Text is the first choice's text; "" when there is none.
@@ -439,6 +445,9 @@ type Delta struct {
 	Thinking         string
 	Signature        string
 	RedactedThinking string
+	// Native is the provider's event as it sent it, when the request was
+	// carried natively; the other fields still say what it carried.
+	Native *NativeEvent
 }
 
 // ToolCallDelta is a fragment of the Index-th tool call of a choice.
