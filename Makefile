@@ -19,7 +19,7 @@ BIN := bin/tollgate
 DEMO_OWNER         ?= demo
 DEMO_BUDGET_MICROS ?= 5000000
 
-.PHONY: run test build lint lint-openapi postgres
+.PHONY: run test build lint lint-openapi postgres test-agents
 
 build:
 	$(GO) build -o $(BIN) ./cmd/tollgate
@@ -40,6 +40,17 @@ test:
 	@bash scripts/ensure-postgres.sh "$${TOLLGATE_TEST_DATABASE_URL:-}"
 	$(GO) vet ./... ./tools/...
 	$(GO) test -race -count=1 ./... ./tools/...
+
+# make test-agents: the coding agents (Claude Code, Codex CLI, opencode,
+# the OpenAI Agents SDK, LangChain, Instructor), pinned in
+# tools/agents/node, run headless through a real tollgate serve against a
+# scripted upstream, each also directly as a control (tools/agents). npm
+# installs them on first use (about 1.3 GB); Node.js 20 and npm needed.
+test-agents:
+	@bash scripts/ensure-postgres.sh "$${TOLLGATE_TEST_DATABASE_URL:-}"
+	cd tools/agents/node && npm ci --no-audit --no-fund --loglevel=error
+	cd tools/agents/node/instructor && npm ci --no-audit --no-fund --loglevel=error
+	TOLLGATE_AGENTS=1 $(GO) test -count=1 -v -timeout 30m ./tools/agents
 
 # make lint: gofmt, vet, staticcheck, and the product's size limits: no
 # non-test function above cyclomatic complexity 20 (gocyclo, pinned in

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,6 +30,11 @@ type Client struct {
 	// Allowed lists the top-level request fields Tollgate may send
 	// differently from the client, and why (docs/api.md's table).
 	Allowed map[string]string
+	// NoLoop: the client asks for one structured answer, no tool loop;
+	// Expect says what its output holds instead.
+	NoLoop bool
+	// Expect are strings the client's output must hold.
+	Expect []string
 }
 
 // Run is where one run of a client happens.
@@ -85,6 +91,41 @@ func Clients(scripts string) []Client {
 			},
 		},
 		{
+			Name: "opencode", Package: "opencode-ai", Dialect: "openai", Model: "gpt-4o-mini",
+			Command: func(ctx context.Context, r Run) *exec.Cmd {
+				work := r.work()
+				config := fmt.Sprintf(`{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",`+
+					`"provider":{"tg":{"npm":"@ai-sdk/openai-compatible","name":"Tollgate","options":{"baseURL":"%s/v1","apiKey":"%s"},`+
+					`"models":{"gpt-4o-mini":{"name":"gpt-4o-mini","tool_call":true,"limit":{"context":128000,"output":16384}}}}},"model":"tg/gpt-4o-mini",`+
+					`"permission":{"bash":"allow","edit":"allow"}}`, r.BaseURL, r.Key)
+				_ = os.WriteFile(filepath.Join(work, "opencode.json"), []byte(config), 0o644)
+				cmd := exec.CommandContext(ctx, r.bin("opencode"), "run", Prompt)
+				cmd.Env = r.env("OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_MODELS_FETCH=1")
+				cmd.Dir = work
+				return cmd
+			},
+		},
+		{
+			Name: "langchain-anthropic", Package: "@langchain/anthropic", Dialect: "anthropic", Model: "claude-sonnet-4-5",
+			Expect: []string{"stop_reason=stop_sequence stop_sequence=END-OF-ANSWER"},
+			Command: func(ctx context.Context, r Run) *exec.Cmd {
+				cmd := exec.CommandContext(ctx, "node", filepath.Join(scripts, "langchain-anthropic.mjs"))
+				cmd.Env = r.env("ANTHROPIC_BASE_URL="+r.BaseURL, "ANTHROPIC_API_KEY="+r.Key, "PROMPT="+Prompt)
+				cmd.Dir = r.work()
+				return cmd
+			},
+		},
+		{
+			Name: "instructor", Package: "@instructor-ai/instructor", Dialect: "openai", Model: "gpt-4o-mini",
+			NoLoop: true, Expect: []string{`"command":"` + jsonString(ToolCommand) + `"`},
+			Command: func(ctx context.Context, r Run) *exec.Cmd {
+				cmd := exec.CommandContext(ctx, "node", filepath.Join(scripts, "instructor", "instructor.mjs"))
+				cmd.Env = r.env("OPENAI_BASE_URL="+r.BaseURL+"/v1", "OPENAI_API_KEY="+r.Key, "PROMPT="+Prompt)
+				cmd.Dir = r.work()
+				return cmd
+			},
+		},
+		{
 			Name: "openai-agents", Package: "@openai/agents", Dialect: "openai", Model: "gpt-5",
 			Command: func(ctx context.Context, r Run) *exec.Cmd {
 				cmd := exec.CommandContext(ctx, "node", filepath.Join(scripts, "agents-sdk.mjs"))
@@ -95,6 +136,11 @@ func Clients(scripts string) []Client {
 			},
 		},
 	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
 }
 
 // output is the client's stdout and stderr, trimmed for a failure

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -34,13 +35,14 @@ func NewRecorder(target *url.URL) *Recorder {
 	r.proxy = httputil.NewSingleHostReverseProxy(target)
 	r.proxy.FlushInterval = -1
 	r.proxy.ModifyResponse = func(resp *http.Response) error {
+		i, ok := resp.Request.Context().Value(exchangeKey{}).(int)
+		if !ok {
+			return nil
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		for i := len(r.seen) - 1; i >= 0; i-- {
-			if r.seen[i].Status == 0 && r.seen[i].Path == resp.Request.URL.Path {
-				r.seen[i].Status, r.seen[i].Answer = resp.StatusCode, resp.Header.Clone()
-				break
-			}
+		if i < len(r.seen) {
+			r.seen[i].Status, r.seen[i].Answer = resp.StatusCode, resp.Header.Clone()
 		}
 		return nil
 	}
@@ -56,9 +58,14 @@ func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	r.mu.Lock()
 	r.seen = append(r.seen, Exchange{Method: req.Method, Path: req.URL.Path, Header: req.Header.Clone(), Body: body})
+	i := len(r.seen) - 1
 	r.mu.Unlock()
-	r.proxy.ServeHTTP(w, req)
+	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), exchangeKey{}, i)))
 }
+
+// exchangeKey carries an exchange's index to the answer's hook, so that
+// concurrent calls on one path are told apart.
+type exchangeKey struct{}
 
 // ModelCalls are the POSTs to model endpoints, oldest first.
 func (r *Recorder) ModelCalls() []Exchange {
