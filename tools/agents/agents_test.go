@@ -134,7 +134,12 @@ func checkFaithful(t *testing.T, cl Client, i int, sent Exchange, got Call) {
 		top := strings.SplitN(strings.TrimPrefix(d, "."), ".", 2)[0]
 		top = strings.SplitN(top, "[", 2)[0]
 		top = strings.SplitN(top, ":", 2)[0]
-		if _, ok := cl.Allowed[top]; !ok {
+		_, allowed := cl.Allowed[top]
+		switch {
+		case allowed:
+		case cl.Translated && strings.Contains(d, ": sent empty ("):
+			t.Logf("call %d: %s (an empty value, as OpenAI reads an absent one)", i, d)
+		default:
 			t.Errorf("call %d: %s", i, d)
 		}
 	}
@@ -200,6 +205,8 @@ func diff(path string, a, b any) []string {
 			av, aok := x[k]
 			bv, bok := y[k]
 			switch {
+			case !bok && isEmpty(av):
+				out = append(out, fmt.Sprintf("%s.%s: sent empty (%s), not carried", path, k, short(av)))
 			case !bok:
 				out = append(out, fmt.Sprintf("%s.%s: sent, not carried", path, k))
 			case !aok:
@@ -224,6 +231,24 @@ func diff(path string, a, b any) []string {
 		return []string{fmt.Sprintf("%s: sent %s, got %s", path, short(a), short(b))}
 	}
 	return nil
+}
+
+// isEmpty: "", false, null, [] or {}, which OpenAI reads as it reads an
+// absent field.
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
 }
 
 func kind(v any) string { return fmt.Sprintf("%T", v) }

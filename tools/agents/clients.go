@@ -30,12 +30,21 @@ type Client struct {
 	// Allowed lists the top-level request fields Tollgate may send
 	// differently from the client, and why (docs/api.md's table).
 	Allowed map[string]string
+	// Translated: the client's dialect reaches the provider through
+	// Tollgate's neutral request (OpenAI chat completions), which leaves
+	// out empty values ("", false, null, [], {}): those are logged, not
+	// failed.
+	Translated bool
 	// NoLoop: the client asks for one structured answer, no tool loop;
 	// Expect says what its output holds instead.
 	NoLoop bool
 	// Expect are strings the client's output must hold.
 	Expect []string
 }
+
+// defaultLimit is why Tollgate adds max_tokens to a request that sets no
+// output limit.
+const defaultLimit = "a request without an output limit gets TOLLGATE_DEFAULT_MAX_TOKENS: the reservation is bounded by it, so the provider must not write more"
 
 // Run is where one run of a client happens.
 type Run struct {
@@ -91,7 +100,7 @@ func Clients(scripts string) []Client {
 			},
 		},
 		{
-			Name: "opencode", Package: "opencode-ai", Dialect: "openai", Model: "gpt-4o-mini",
+			Name: "opencode", Package: "opencode-ai", Dialect: "openai", Model: "gpt-4o-mini", Translated: true,
 			Command: func(ctx context.Context, r Run) *exec.Cmd {
 				work := r.work()
 				config := fmt.Sprintf(`{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled",`+
@@ -117,6 +126,7 @@ func Clients(scripts string) []Client {
 		},
 		{
 			Name: "instructor", Package: "@instructor-ai/instructor", Dialect: "openai", Model: "gpt-4o-mini",
+			Translated: true, Allowed: map[string]string{"max_tokens": defaultLimit},
 			NoLoop: true, Expect: []string{`"command":"` + jsonString(ToolCommand) + `"`},
 			Command: func(ctx context.Context, r Run) *exec.Cmd {
 				cmd := exec.CommandContext(ctx, "node", filepath.Join(scripts, "instructor", "instructor.mjs"))
