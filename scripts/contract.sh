@@ -48,11 +48,13 @@ for tool in curl jq psql npx; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
 
-# free_port prints a loopback port nothing accepts connections on.
+# free_port prints a loopback port nothing accepts connections on, below
+# Linux's ephemeral range (32768 up), where outgoing connections would take
+# it. tollgate serve and its fake provider pick theirs themselves (port 0).
 free_port() {
 	local p
 	for _ in {1..50}; do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % 22000))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
@@ -60,11 +62,7 @@ free_port() {
 	done
 	die "no free port found"
 }
-serve_port=$(free_port)
-fake_port=$(free_port)
 prism_port=$(free_port)
-[[ $serve_port != "$fake_port" && $serve_port != "$prism_port" && $fake_port != "$prism_port" ]] ||
-	die "picked one port twice; run again"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-contract.XXXXXX")
 psql_admin() {
@@ -96,7 +94,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 export DATABASE_URL="$pg/$db?sslmode=disable"
-export TOLLGATE_ADDR=127.0.0.1:$serve_port TOLLGATE_FAKE_ADDR=127.0.0.1:$fake_port
+export TOLLGATE_ADDR=127.0.0.1:0 TOLLGATE_FAKE_ADDR=127.0.0.1:0
 export TOLLGATE_DRAIN_DELAY_S=0 TOLLGATE_PRICES_FILE="" TOLLGATE_CONFIG=""
 unset MODEL_BASE_URL
 psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\""
@@ -108,37 +106,58 @@ broke=$("$bin" keys create --owner broke --role client)
 admin=$("$bin" keys create --owner ops --role admin)
 "$bin" budget set --owner acme --total-micros 5000000 >/dev/null
 
+# alive NAME LOG: dies, with LOG's end, if a process started here exited.
+alive() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -0 "$pid" 2>/dev/null && continue
+		tail -n 30 "$2" >&2
+		die "$1 exited"
+	done
+}
+
+# log_value MSG FIELD: FIELD of serve's log line MSG, once it is written.
+log_value() {
+	local v
+	for _ in {1..300}; do
+		v=$(jq -r --arg m "$1" "select(.msg == \$m) | .$2" "$work/serve.log" 2>/dev/null | head -n 1)
+		if [[ -n $v ]]; then
+			echo "$v"
+			return
+		fi
+		alive "tollgate serve" "$work/serve.log"
+		sleep 0.2
+	done
+	die "tollgate serve did not log $1"
+}
+
 setsid "$bin" serve >"$work/serve.log" 2>&1 &
 pids+=($!)
-(cd "$root" && REDOCLY_TELEMETRY=off exec setsid npx --yes "$prism_cli" proxy openapi.yaml \
-	"http://$TOLLGATE_ADDR" --host 127.0.0.1 --port "$prism_port") >"$work/prism.log" 2>&1 &
+fake_addr=$(log_value "a provider points at the in-process fake provider (MODEL_BASE_URL unset or base_url: fake): ALL ITS MODEL OUTPUTS ARE FAKE" fake_provider_addr)
+serve_addr=$(log_value "tollgate listening" addr)
+(cd "$root" && exec setsid npx --yes "$prism_cli" proxy openapi.yaml \
+	"http://$serve_addr" --host 127.0.0.1 --port "$prism_port") >"$work/prism.log" 2>&1 &
 pids+=($!)
 
 # wait_for URL NAME LOG: polls until URL answers 200 (up to 120 s: npx may
 # first fetch Prism from npm).
 wait_for() {
-	local url=$1 name=$2 log=$3
 	for _ in {1..600}; do
-		if curl -fsS -o /dev/null "$url" 2>/dev/null; then
+		if curl -fsS -o /dev/null "$1" 2>/dev/null; then
 			return
 		fi
-		for pid in "${pids[@]}"; do
-			kill -0 "$pid" 2>/dev/null || {
-				tail -n 30 "$log" >&2
-				die "$name exited"
-			}
-		done
+		alive "$2" "$3"
 		sleep 0.2
 	done
-	tail -n 30 "$log" >&2
-	die "$name did not answer $url"
+	tail -n 30 "$3" >&2
+	die "$2 did not answer $1"
 }
-wait_for "http://$TOLLGATE_ADDR/readyz" "tollgate serve" "$work/serve.log"
+wait_for "http://$serve_addr/readyz" "tollgate serve" "$work/serve.log"
 wait_for "http://127.0.0.1:$prism_port/healthz" "prism" "$work/prism.log"
-say "tollgate serve on $TOLLGATE_ADDR, prism on 127.0.0.1:$prism_port, database $db"
+say "tollgate serve on $serve_addr, prism on 127.0.0.1:$prism_port, database $db"
 
 P=http://127.0.0.1:$prism_port
-FAKE=http://$TOLLGATE_FAKE_ADDR
+FAKE=http://$fake_addr
 steps=0 failures=0
 
 # run_step MODE NAME WANT CURL_ARGS...: one request through Prism. It
@@ -282,7 +301,7 @@ step "set privacy settings" 200 -X PUT "$P/v1/owners/acme/privacy" "${adm[@]}" "
 	-d '{"redaction_policy":"redact","body_retention_days":30,"metadata_retention_days":90}'
 step "no webhook yet" 404 "$P/v1/owners/acme/webhook" "${auth[@]}"
 step "set a webhook" 201 -X PUT "$P/v1/owners/acme/webhook" "${adm[@]}" "${json[@]}" \
-	-d "{\"url\":\"http://127.0.0.1:$fake_port/hook\",\"events\":[\"task.succeeded\"]}"
+	-d "{\"url\":\"http://$fake_addr/hook\",\"events\":[\"task.succeeded\"]}"
 step "the webhook" 200 "$P/v1/owners/acme/webhook" "${auth[@]}"
 step "rotate its secret" 200 -X POST "$P/v1/owners/acme/webhook/rotate" "${adm[@]}"
 step "its deliveries" 200 "$P/v1/owners/acme/webhook/deliveries?limit=5" "${adm[@]}"
