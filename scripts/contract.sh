@@ -19,6 +19,10 @@
 # answers an invalid request itself instead of passing it on, so the
 # server's own 400s and 401s would go unchecked.
 #
+# First, scripts/prism-schemas.js compiles every schema as Prism does:
+# Prism skips, silently, a schema Ajv refuses, and what it describes would
+# pass unchecked.
+#
 # Everything it starts is stopped, and its database dropped, on exit.
 #
 # usage: scripts/contract.sh BINARY
@@ -63,6 +67,9 @@ free_port() {
 	die "no free port found"
 }
 prism_port=$(free_port)
+
+(cd "$root" && npx --yes -p "$prism_cli" node scripts/prism-schemas.js openapi.yaml) ||
+	die "Prism cannot check openapi.yaml as it stands (above)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-contract.XXXXXX")
 psql_admin() {
