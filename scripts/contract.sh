@@ -100,18 +100,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-export DATABASE_URL="$pg/$db?sslmode=disable"
-export TOLLGATE_ADDR=127.0.0.1:0 TOLLGATE_FAKE_ADDR=127.0.0.1:0
-export TOLLGATE_DRAIN_DELAY_S=0 TOLLGATE_PRICES_FILE="" TOLLGATE_CONFIG=""
-unset MODEL_BASE_URL
 psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\""
+
+# tollgate runs with the defaults and nothing else from this environment
+# (a TOLLGATE_METRICS_TOKEN or MODEL_BASE_URL set here would change the
+# answers): the zero-config catalog on the in-process fake, ports of its
+# own choosing.
+tollgate=(env -i PATH="$PATH" HOME="${HOME:-/}" DATABASE_URL="$pg/$db?sslmode=disable"
+	TOLLGATE_ADDR=127.0.0.1:0 TOLLGATE_FAKE_ADDR=127.0.0.1:0 TOLLGATE_DRAIN_DELAY_S=0 "$bin")
 
 # Owners: acme (a budget, a client key), broke (a key, no budget), ops (an
 # admin key).
-client=$("$bin" keys create --owner acme --role client)
-broke=$("$bin" keys create --owner broke --role client)
-admin=$("$bin" keys create --owner ops --role admin)
-"$bin" budget set --owner acme --total-micros 5000000 >/dev/null
+client=$("${tollgate[@]}" keys create --owner acme --role client)
+broke=$("${tollgate[@]}" keys create --owner broke --role client)
+admin=$("${tollgate[@]}" keys create --owner ops --role admin)
+"${tollgate[@]}" budget set --owner acme --total-micros 5000000 >/dev/null
 
 # alive NAME LOG: dies, with LOG's end, if a process started here exited.
 alive() {
@@ -138,7 +141,7 @@ log_value() {
 	die "tollgate serve did not log $1"
 }
 
-setsid "$bin" serve >"$work/serve.log" 2>&1 &
+setsid "${tollgate[@]}" serve >"$work/serve.log" 2>&1 &
 pids+=($!)
 fake_addr=$(log_value "a provider points at the in-process fake provider (MODEL_BASE_URL unset or base_url: fake): ALL ITS MODEL OUTPUTS ARE FAKE" fake_provider_addr)
 serve_addr=$(log_value "tollgate listening" addr)
@@ -205,6 +208,13 @@ check() {
 }
 field() { jq -r "$1" "$work/body"; }
 
+# fake_script JSON: queues the fake provider's next answers (straight to
+# it: its control API is no part of the contract).
+fake_script() {
+	curl -fsS --max-time 10 -o /dev/null "$FAKE/_fake/script" -H 'Content-Type: application/json' -d "$1" ||
+		die "the fake provider refused a script"
+}
+
 auth=(-H "Authorization: Bearer $client")
 adm=(-H "Authorization: Bearer $admin")
 json=(-H 'Content-Type: application/json')
@@ -232,9 +242,7 @@ step "cancel a finished task" 409 -X POST "$P/v1/tasks/$task/cancel" "${auth[@]}
 step "rerun, disabled" 403 -X POST "$P/v1/tasks/$task/rerun" "${auth[@]}" -H "Idempotency-Key: rerun-$run"
 
 # A task the provider refuses: it fails, with its error set.
-step "script a refusal" 204 "$FAKE/_fake/script" "${json[@]}" \
-	-d '{"responses":[{"status":400,"body":"{\"error\":{\"message\":\"bad request\",\"type\":\"invalid_request_error\"}}"}]}'
-steps=$((steps - 1))
+fake_script '{"responses":[{"status":400,"body":"{\"error\":{\"message\":\"bad request\",\"type\":\"invalid_request_error\"}}"}]}'
 step "a failing task" 200 "$P/v1/tasks" "${auth[@]}" "${json[@]}" -H "Idempotency-Key: fail-$run" -H 'Prefer: wait=10' \
 	-d '{"messages":[{"role":"user","content":"Refuse this"}]}'
 check "a failed task with its error" '.status == "failed" and .error.code == "model_incompatible" and .result == null'
@@ -244,8 +252,7 @@ step "list failed tasks" 200 "$P/v1/tasks?status=failed" "${auth[@]}"
 step "the failed task's replay record" 200 "$P/v1/tasks/$failed/replay" "${auth[@]}"
 
 # A task still running when the answer is sent (202), canceled.
-step "script a slow answer" 204 "$FAKE/_fake/script" "${json[@]}" -d '{"responses":[{"delay_ms":3000}]}'
-steps=$((steps - 1))
+fake_script '{"responses":[{"delay_ms":3000}]}'
 step "a task answered before it finishes" 202 "$P/v1/tasks" "${auth[@]}" "${json[@]}" -H "Idempotency-Key: slow-$run" \
 	-d '{"messages":[{"role":"user","content":"Take your time"}]}'
 slow=$(field .id)
