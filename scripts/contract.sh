@@ -8,7 +8,7 @@
 # drives the documented flows through Prism: tasks (created, read, listed,
 # repeated, failed, canceled, replayed, erased), budgets, keys, limits,
 # usage, webhooks, the OpenAI, Anthropic and Responses surfaces, and the
-# error answers (400, 401, 402, 403, 404, 405, 409, 410, 422). Prism
+# error answers (400, 401, 402, 403, 404, 409, 410, 415, 422). Prism
 # validates every request and response against openapi.yaml and lists what
 # does not match in the `sl-violations` header of its answer.
 #
