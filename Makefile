@@ -72,6 +72,17 @@ REDOCLY_CLI ?= @redocly/cli@2.77.0
 lint-openapi:
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --yes $(REDOCLY_CLI) lint --config redocly.yaml openapi.yaml
 
+# make test-contract: openapi.yaml against the live answers of a real
+# `tollgate serve` (its own database, the fake provider), checked by Prism
+# in proxy mode: every documented flow is driven through it with curl and
+# any violation fails (see scripts/contract.sh). npx fetches the pinned
+# Prism from npm on first use.
+PRISM_CLI ?= @stoplight/prism-cli@5.16.0
+.PHONY: test-contract
+test-contract: build
+	@bash scripts/ensure-postgres.sh "$${TOLLGATE_TEST_DATABASE_URL:-}"
+	PRISM_CLI='$(PRISM_CLI)' bash scripts/contract.sh $(BIN)
+
 # make bench: the performance harness (tools/bench), never part of make test.
 # Measures the pgbench ceiling of one task's SQL, then Tollgate at each rate
 # and model latency on a fresh database, and writes
