@@ -162,7 +162,7 @@ var errKeyTaken = errors.New("tasks: idempotency key taken")
 // enqueueing returns the job args and options of a new task: a stream's
 // (inline) job is its safety net, due after the call's deadline. A run on
 // arrival uses them only if it writes its net (Service.reschedule).
-func (s *Service) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
+func (s *intake) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
 	opts := &river.InsertOpts{Queue: queueFor(providerKey)}
 	if inline {
 		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + safetyNetGrace)
