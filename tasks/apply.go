@@ -120,7 +120,7 @@ func (s *applier) moveGate(ctx context.Context, at *applying, g gateChange) (tim
 
 // applySuccess ends the task with the call's answer: its end and its
 // settlement queued after the call's records and sent with COMMIT, under
-// the owner's queue (commitOnBudget).
+// the owner's queue (budgetQueue.commit).
 func (s *applier) applySuccess(ctx context.Context, at *applying, d decision) error {
 	c, t := at.c, at.st.task
 	c.r.queueDone(at.pending)

@@ -58,7 +58,7 @@ func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, e
 // recordBatch records calls, all of owner, in one transaction sent in one
 // round trip: the reads that lock their tasks (in task id order), a guard
 // per task, every record, the settlements and COMMIT, under the owner's
-// queue (commitOnBudget). Each call's journal entry was committed "sent"
+// queue (budgetQueue.commit). Each call's journal entry was committed "sent"
 // before the call, so its attempt number is known and its record depends
 // only on its task as its run began it. The records stand only if each
 // task is still as they assume (not finished, no cancel asked, no

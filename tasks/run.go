@@ -26,7 +26,7 @@ import (
 // process die mid-call: the net finds the entry "sent" and counts the
 // call as possibly made. A stream's net is written with the task and goes
 // when the task ends. A run on arrival's is written only when needed: by
-// its run, for a later attempt or a wait (Service.reschedule), or, once
+// its run, for a later attempt or a wait (applier.reschedule), or, once
 // the run has outlived its deadline (its process died or stalled), by the
 // sweep of any worker instance (Service.WriteSafetyNetsOnce): most tasks
 // end without one.
