@@ -15,10 +15,13 @@ import (
 // holding only what it uses: Service keeps the exported API and hands each
 // call to the phase it belongs to. Dependencies point one way:
 //
-//	intake ──► runner ──► recording ──► applier ──► outcomes
-//	              └──────────┴─► reader  maintenance ──► recording, outcomes, reader
+//	intake      ──► runner
+//	runner      ──► recording, applier, outcomes, reader
+//	recording   ──► applier, outcomes
+//	applier     ──► outcomes
+//	maintenance ──► recording, outcomes, reader
 //
-// and every phase may use guard (redaction, digests, sealing) and the
+// Every phase may use guard (redaction, digests, sealing) and the
 // service's Config. The decide/apply split, the admitter and the recorder
 // seams live inside the phases: intake hands admissions to its admitter,
 // recording hands successes to its recorder, and applier carries out what
