@@ -5,21 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/tollgate/tollgate/catalog"
 	"github.com/tollgate/tollgate/provider"
+	"github.com/tollgate/tollgate/tasks"
 )
 
-// MaxTools bounds a route's tools, as OpenAI bounds a request's.
-const MaxTools = 128
-
-// toolName is OpenAI's rule for function names, which every provider kind
-// accepts.
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// MaxTools bounds a route's tools, as a request's are bounded.
+const MaxTools = tasks.MaxTools
 
 // reasoningEfforts are the levels every provider kind that reasons can
 // carry.
@@ -86,7 +82,7 @@ func compileTools(tools []catalog.RouteTool) ([]provider.Tool, error) {
 	for i, t := range tools {
 		where := fmt.Sprintf("tools[%d]", i)
 		switch {
-		case !toolName.MatchString(t.Name):
+		case !tasks.ValidToolName(t.Name):
 			return nil, fmt.Errorf("%s.name: must be 1-64 letters, digits, '_' or '-'", where)
 		case names[t.Name]:
 			return nil, fmt.Errorf("%s.name: duplicate %q", where, t.Name)
@@ -128,7 +124,7 @@ func compileToolChoice(choice any, tools []provider.Tool) (*provider.ToolChoice,
 	switch {
 	case tc.Function != "" && !named:
 		return nil, fmt.Errorf("tool_choice: %q is not one of the route's tools", tc.Function)
-	case tc.Function == "" && tc.Mode != provider.ToolChoiceNone && tc.Mode != provider.ToolChoiceAuto && tc.Mode != provider.ToolChoiceRequired:
+	case tc.Function == "" && !tasks.ValidToolChoiceMode(tc.Mode):
 		return nil, errors.New(`tool_choice: must be "none", "auto", "required" or {type: function, function: {name: ...}}`)
 	case len(tools) == 0:
 		return nil, errors.New("tool_choice: the route has no tools")

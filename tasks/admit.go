@@ -32,7 +32,7 @@ type admission struct {
 	// commit (runOnArrival); the task is written running, with the
 	// attempt's journal entry "sent", and no job: its safety net is
 	// written only if the run needs one (a retry or a wait, see
-	// Service.reschedule) or dies (Service.WriteSafetyNetsOnce).
+	// applier.reschedule) or dies (Service.WriteSafetyNetsOnce).
 	onArrival bool
 
 	tokens int64 // the reservation's token estimate, counted by rate limits
@@ -161,8 +161,8 @@ var errKeyTaken = errors.New("tasks: idempotency key taken")
 
 // enqueueing returns the job args and options of a new task: a stream's
 // (inline) job is its safety net, due after the call's deadline. A run on
-// arrival uses them only if it writes its net (Service.reschedule).
-func (s *Service) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
+// arrival uses them only if it writes its net (applier.reschedule).
+func (s *intake) enqueueing(ctx context.Context, id, traceID, providerKey string, inline bool) (TaskArgs, *river.InsertOpts) {
 	opts := &river.InsertOpts{Queue: queueFor(providerKey)}
 	if inline {
 		opts.ScheduledAt = time.Now().Add(s.cfg.jobTimeout() + safetyNetGrace)

@@ -220,7 +220,7 @@ func (b *batchAdmitter) writeOnce(ctx context.Context, batch []*admission) error
 		windows := &limits.Windows{}
 		limits.QueueAdmit(stmts, batch[0].owner, at, charges, true, windows)
 		budget.QueueReserve(stmts, rs...)
-		// Not under the owner's queue (commitOnBudget): the rows inserted
+		// Not under the owner's queue (budgetQueue.commit): the rows inserted
 		// before the reservation may wait for a concurrent request's
 		// uncommitted row with the same key, which may itself be waiting
 		// for that queue. At most admissionLanes batches per owner at a

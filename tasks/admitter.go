@@ -45,14 +45,14 @@ type loneAdmitter struct {
 	now   func() time.Time // the reservation's time
 	// commitOnBudget sends the reservation with COMMIT after this
 	// process's other commits on the owner's budget rows
-	// (Service.commitOnBudget).
+	// (budgetQueue.commit).
 	commitOnBudget func(ctx context.Context, tx *pipetx.Tx, owner string, b *pgx.Batch) error
 }
 
 // admit writes a in its own transaction: the job first (if it needs one),
 // so the task row is written once, with its job id (in the balance rows'
 // round trip); the reservation last, sent with COMMIT under the owner's
-// queue (commitOnBudget), so the owner's budget row is held only while
+// queue (budgetQueue.commit), so the owner's budget row is held only while
 // PostgreSQL runs it and commits. It returns errKeyTaken when a
 // concurrent request holds the key, and budget.ErrInsufficient when the
 // budget cannot cover the reservation.

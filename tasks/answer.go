@@ -135,7 +135,7 @@ func (r Result) stored() Result {
 // reveal opens the sealed output and answer into the result the owner
 // polls for. A body erased (retention or deletion) leaves the result
 // without them.
-func (s *Service) reveal(t *Task) {
+func (s *guard) reveal(t *Task) {
 	if t.Result == nil || len(t.outputSealed) == 0 {
 		return
 	}

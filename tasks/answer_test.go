@@ -87,7 +87,7 @@ func TestResultOf(t *testing.T) {
 			// Opened as the owner reads it, the result is the same.
 			opened := res.stored()
 			task := Task{ID: "task-1", Result: &opened, outputSealed: res.sealedOutput, answerSealed: res.sealedAnswer}
-			(&Service{cfg: Config{Sealer: sealer}}).reveal(&task)
+			(&guard{cfg: &Config{Sealer: sealer}}).reveal(&task)
 			want := resultOf(c.resp, "m", Usage{}, 0)
 			if diff := cmp.Diff(&want, task.Result, cmp.AllowUnexported(Result{}), cmp.FilterPath(func(p cmp.Path) bool {
 				return strings.HasPrefix(p.Last().String(), ".sealed")

@@ -40,7 +40,7 @@ type applying struct {
 // apply carries out d for c in tx, on the task as st read it under lock;
 // pending holds c's records not sent yet, sent with the COMMIT. It
 // switches on what d says happens, never on the call's failure class.
-func (s *Service) apply(ctx context.Context, tx *pipetx.Tx, c *finishedCall, st attemptState, d decision, pending *pgx.Batch) (applied, error) {
+func (s *applier) apply(ctx context.Context, tx *pipetx.Tx, c *finishedCall, st attemptState, d decision, pending *pgx.Batch) (applied, error) {
 	at := &applying{tx: tx, c: c, st: st, pending: pending}
 	err := s.applyDecision(ctx, at, d)
 	return at.out, err
@@ -48,7 +48,7 @@ func (s *Service) apply(ctx context.Context, tx *pipetx.Tx, c *finishedCall, st 
 
 // applyDecision is apply's work: the gate first, then a fallback when d
 // asks for one, then the step d names.
-func (s *Service) applyDecision(ctx context.Context, at *applying, d decision) error {
+func (s *applier) applyDecision(ctx context.Context, at *applying, d decision) error {
 	tx, c, t := at.tx, at.c, at.st.task
 	gateWait, err := s.moveGate(ctx, at, d.gate)
 	if err != nil {
@@ -72,7 +72,7 @@ func (s *Service) applyDecision(ctx context.Context, at *applying, d decision) e
 	case stepFail:
 		return s.applyEnd(ctx, at, StatusFailed, d)
 	case stepWait:
-		wait := s.snooze(gateWait, at.st.left)
+		wait := s.cfg.snooze(gateWait, at.st.left)
 		if err := s.later(ctx, at, river.JobSnooze(wait), wait); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (s *Service) applyDecision(ctx context.Context, at *applying, d decision) e
 // moveGate makes the key's gate change g. A closing is queued on pending
 // (whether it was closed is read with the batch); a pause or an opening is
 // written now, and it returns how long the gate then stops calls.
-func (s *Service) moveGate(ctx context.Context, at *applying, g gateChange) (time.Duration, error) {
+func (s *applier) moveGate(ctx context.Context, at *applying, g gateChange) (time.Duration, error) {
 	c := at.c
 	key := c.b.model.Provider
 	switch g.move {
@@ -120,8 +120,8 @@ func (s *Service) moveGate(ctx context.Context, at *applying, g gateChange) (tim
 
 // applySuccess ends the task with the call's answer: its end and its
 // settlement queued after the call's records and sent with COMMIT, under
-// the owner's queue (commitOnBudget).
-func (s *Service) applySuccess(ctx context.Context, at *applying, d decision) error {
+// the owner's queue (budgetQueue.commit).
+func (s *applier) applySuccess(ctx context.Context, at *applying, d decision) error {
 	c, t := at.c, at.st.task
 	c.r.queueDone(at.pending)
 	var settle budget.Settlements
@@ -129,7 +129,7 @@ func (s *Service) applySuccess(ctx context.Context, at *applying, d decision) er
 		return err
 	}
 	settle.Queue(at.pending, s.cfg.AlertThresholds)
-	if err := s.commitOnBudget(ctx, at.tx, t.OwnerID, at.pending); err != nil {
+	if err := s.budgetRows.commit(ctx, at.tx, t.OwnerID, at.pending); err != nil {
 		return err
 	}
 	at.out.final = c.res.logged(c.log)
@@ -139,9 +139,9 @@ func (s *Service) applySuccess(ctx context.Context, at *applying, d decision) er
 // applyEnd ends the task without an answer, as status (canceled or
 // failed, for d.failure), closes its reservation as d.money says, and ends
 // the run's job.
-func (s *Service) applyEnd(ctx context.Context, at *applying, status Status, d decision) error {
+func (s *applier) applyEnd(ctx context.Context, at *applying, status Status, d decision) error {
 	c, t := at.c, at.st.task
-	money, err := s.closeMoney(ctx, at.tx, t, d.money)
+	money, err := s.outcomes.closeMoney(ctx, at.tx, t, d.money)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (s *Service) applyEnd(ctx context.Context, at *applying, status Status, d d
 // applyRetry queues the task again for the retry d decided: River's run
 // fails its job with the call's error (retryError); an inline run's
 // safety net is due after the backoff.
-func (s *Service) applyRetry(ctx context.Context, at *applying, d decision) error {
+func (s *applier) applyRetry(ctx context.Context, at *applying, d decision) error {
 	c := at.c
 	if err := s.later(ctx, at, &retryError{d.cause}, d.retryAfter); err != nil {
 		return err
@@ -171,7 +171,7 @@ func (s *Service) applyRetry(ctx context.Context, at *applying, d decision) erro
 // later makes the task's next run wait: a River run returns next (a snooze
 // or a retry) to River; an inline run moves its safety net to after wait,
 // in the transaction.
-func (s *Service) later(ctx context.Context, at *applying, next error, wait time.Duration) error {
+func (s *applier) later(ctx context.Context, at *applying, next error, wait time.Duration) error {
 	at.out.after = next
 	if at.c.r.inline {
 		return s.reschedule(ctx, at.tx, at.c.r, wait)
@@ -194,7 +194,7 @@ func requeue(ctx context.Context, tx pgx.Tx, id string, why *Failure) error {
 // whose provider key's breaker is not open: the task is
 // requeued on that model's provider queue (a new job in this transaction)
 // and the current job completes. It reports whether it switched.
-func (s *Service) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, current catalog.Model, log *slog.Logger) (bool, error) {
+func (s *applier) fallback(ctx context.Context, tx pgx.Tx, r *run, t Task, current catalog.Model, log *slog.Logger) (bool, error) {
 	requested, _, err := s.cfg.Catalog.Resolve(t.Request.Model)
 	if err != nil {
 		return false, nil

@@ -105,7 +105,7 @@ func (a *arrivals) accepts() bool {
 
 // mayRunOnArrival reports whether this process runs tasks on arrival at
 // all (it runs workers, is not draining and QueueOnly is off).
-func (s *Service) mayRunOnArrival() bool { return !s.cfg.QueueOnly && s.arrivals.accepts() }
+func (s *intake) mayRunOnArrival() bool { return !s.cfg.QueueOnly && s.arrivals.accepts() }
 
 // claim registers a run about to be admitted; done must be called once,
 // whether or not it ran.
@@ -158,7 +158,7 @@ type arrivalClaim struct {
 // claimArrival claims a run on arrival for a task of model m whose gate
 // was read closed (gateClosed; Create reads it only when mayRunOnArrival);
 // nil when it must take the queue.
-func (s *Service) claimArrival(m catalog.Model, gateClosed bool) *arrivalClaim {
+func (s *intake) claimArrival(m catalog.Model, gateClosed bool) *arrivalClaim {
 	if !gateClosed {
 		return nil
 	}
@@ -180,7 +180,7 @@ func (s *Service) claimArrival(m catalog.Model, gateClosed bool) *arrivalClaim {
 
 // runOnArrival makes the first attempt of a, just admitted with c's claim,
 // and records its outcome. It owns c and releases it.
-func (s *Service) runOnArrival(a *admission, c *arrivalClaim) {
+func (s *runner) runOnArrival(a *admission, c *arrivalClaim) {
 	defer c.release()
 	s.arrivals.running.Add(1)
 	defer s.arrivals.running.Add(-1)
@@ -205,7 +205,7 @@ func (s *Service) runOnArrival(a *admission, c *arrivalClaim) {
 		// either, a sweep (WriteSafetyNetsOnce) writes it once the run's deadline
 		// has passed.
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		nerr := pgx.BeginFunc(nctx, s.pool, func(tx pgx.Tx) error { return s.reschedule(nctx, tx, r, s.backoff(1)) })
+		nerr := pgx.BeginFunc(nctx, s.pool, func(tx pgx.Tx) error { return s.applier.reschedule(nctx, tx, r, s.cfg.backoff(1)) })
 		cancel()
 		msg := "outcome of a run on arrival not recorded; its safety net will finish the task"
 		if nerr != nil {

@@ -106,7 +106,7 @@ func collectAttemptState(rows pgx.Rows) (attemptState, error) {
 // probe, and commits the attempt's journal entry as "sent" before the
 // call. It returns the begun attempt, or nil and what the job should do
 // instead (nil when the task is finished, or a snooze).
-func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt, after error, err error) {
+func (s *runner) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt, after error, err error) {
 	var got beginning
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		got, err = s.beginLocked(ctx, tx, r)
@@ -115,7 +115,7 @@ func (s *Service) beginAttempt(ctx context.Context, r *run) (begun *begunAttempt
 	if err != nil {
 		return nil, nil, fmt.Errorf("tasks: begin attempt: %w", err)
 	}
-	s.observe(got.final)
+	s.outcomes.observe(got.final)
 	return got.attempt, got.after, nil
 }
 
@@ -127,7 +127,7 @@ type beginning struct {
 }
 
 // beginLocked is beginAttempt's transaction, tx.
-func (s *Service) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning, error) {
+func (s *runner) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning, error) {
 	t, err := lockTask(ctx, tx, r.taskID)
 	if errors.Is(err, ErrNotFound) {
 		// Nothing to run; complete the job so it does not linger.
@@ -148,18 +148,18 @@ func (s *Service) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning
 	if err != nil {
 		return s.applyStart(ctx, tx, r, t, internalFailure(0), 0)
 	}
-	kept, err := s.readKept(ctx, tx, t.ID)
+	kept, err := s.recording.readKept(ctx, tx, t.ID)
 	if err != nil {
 		return beginning{}, err
 	}
-	if err := s.markInterrupted(ctx, tx, b, r.traceID, kept); err != nil {
+	if err := s.recording.markInterrupted(ctx, tx, b, r.traceID, kept); err != nil {
 		return beginning{}, err
 	}
 	if len(kept) > 0 {
 		// An earlier run's answer is kept: it is recorded, whatever the
 		// deadline, the attempt counts or the gate say, and nothing is
 		// called.
-		begun, err := s.keptAttempt(t, kept[0], b.raw)
+		begun, err := s.recording.keptAttempt(t, kept[0], b.raw)
 		if err != nil {
 			// Its model is gone from the catalog: the call was made all
 			// the same, and is settled as possibly charged.
@@ -173,12 +173,12 @@ func (s *Service) beginLocked(ctx context.Context, tx pgx.Tx, r *run) (beginning
 // attemptOn is the attempt of t on the model it runs on, its request
 // unsealed, before it is numbered. It fails when the model is gone from
 // the catalog or the request cannot be opened.
-func (s *Service) attemptOn(t Task) (*begunAttempt, error) {
-	m, prov, err := s.modelOf(t)
+func (s *runner) attemptOn(t Task) (*begunAttempt, error) {
+	m, prov, err := s.cfg.modelOf(t)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.rawRequest(t)
+	raw, err := s.guard.rawRequest(t)
 	if err != nil {
 		s.cfg.Logger.Error("task's sealed request cannot be opened (erased, or wrong TOLLGATE_DATA_KEY)", slog.String("task_id", t.ID))
 		return nil, err
@@ -190,7 +190,7 @@ func (s *Service) attemptOn(t Task) (*begunAttempt, error) {
 // beginCall decides, with b's task locked and its interrupted calls
 // recorded, whether b calls now (decideStart, then the gate, then
 // decideAdmitted), and if so numbers it and journals it "sent".
-func (s *Service) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAttempt) (beginning, error) {
+func (s *runner) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAttempt) (beginning, error) {
 	t := b.task
 	st, err := readAttemptState(ctx, tx, t.ID)
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Service) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAtte
 		return beginning{}, err
 	}
 	facts := startFacts{run: r.kind(), cancelRequested: t.CancelRequested, left: st.left,
-		counted: jc.counted, ambiguous: jc.ambiguous, maxAttempts: s.maxAttemptsOf(t),
+		counted: jc.counted, ambiguous: jc.ambiguous, maxAttempts: s.cfg.maxAttemptsOf(t),
 		runsLeft: r.inline || r.attempt < r.maxAttempts, lastClass: jc.lastClass, lastCode: jc.lastCode}
 	if d := decideStart(facts, s.cfg.AmbiguousRetries); d.next != stepCall {
 		return s.applyStart(ctx, tx, r, t, d, st.left)
@@ -221,7 +221,7 @@ func (s *Service) beginCall(ctx context.Context, tx pgx.Tx, r *run, b *begunAtte
 // call, and stores its task running: a call may be in flight until the
 // outcome's recording updates the entry, and a later run that finds it
 // still "sent" counts the call as possibly made (markInterrupted).
-func (s *Service) journalSent(ctx context.Context, tx pgx.Tx, b *begunAttempt) error {
+func (s *runner) journalSent(ctx context.Context, tx pgx.Tx, b *begunAttempt) error {
 	t, n, m := b.task, b.attempt, b.model
 	err := tx.QueryRow(ctx, `
 		INSERT INTO task_attempts (task_id, attempt, provider_key, model, idempotency_key)
@@ -241,10 +241,10 @@ func (s *Service) journalSent(ctx context.Context, tx pgx.Tx, b *begunAttempt) e
 // in tx: the task is canceled or failed and the run's job ends, or the
 // task waits for its key's gate, the job snoozing for d.wait (at most
 // left, the time to the task's deadline).
-func (s *Service) applyStart(ctx context.Context, tx pgx.Tx, r *run, t Task, d decision, left time.Duration) (beginning, error) {
+func (s *runner) applyStart(ctx context.Context, tx pgx.Tx, r *run, t Task, d decision, left time.Duration) (beginning, error) {
 	switch d.next {
 	case stepCancel:
-		money, err := s.closeMoney(ctx, tx, t, d.money)
+		money, err := s.outcomes.closeMoney(ctx, tx, t, d.money)
 		if err == nil {
 			err = finish(ctx, tx, t.ID, StatusCanceled, nil, nil)
 		}
@@ -258,7 +258,7 @@ func (s *Service) applyStart(ctx context.Context, tx pgx.Tx, r *run, t Task, d d
 	case stepWait:
 		// The key is paused or its breaker is open: the task stays
 		// queued, its error saying why it waits, and no attempt is used.
-		return beginning{after: river.JobSnooze(s.snooze(d.wait, left))}, requeue(ctx, tx, t.ID, d.failure)
+		return beginning{after: river.JobSnooze(s.cfg.snooze(d.wait, left))}, requeue(ctx, tx, t.ID, d.failure)
 	}
 	return beginning{}, fmt.Errorf("tasks: no such step %d before a call", d.next)
 }
@@ -266,14 +266,14 @@ func (s *Service) applyStart(ctx context.Context, tx pgx.Tx, r *run, t Task, d d
 // snooze bounds a wait: never past the task's deadline (so the deadline is
 // enforced on time), never longer than MaxSnooze (so a job notices a closed
 // gate reasonably soon), never zero.
-func (s *Service) snooze(wait, left time.Duration) time.Duration {
-	return max(min(wait, left, s.cfg.MaxSnooze), 10*time.Millisecond)
+func (c *Config) snooze(wait, left time.Duration) time.Duration {
+	return max(min(wait, left, c.MaxSnooze), 10*time.Millisecond)
 }
 
 // endJob fails the task as d says and completes its job in the caller's
 // transaction.
-func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, d decision) (closedMoney, error) {
-	money, err := s.closeMoney(ctx, tx, t, d.money)
+func (s *runner) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, d decision) (closedMoney, error) {
+	money, err := s.outcomes.closeMoney(ctx, tx, t, d.money)
 	if err != nil {
 		return closedMoney{}, err
 	}
@@ -289,12 +289,12 @@ func (s *Service) endJob(ctx context.Context, tx pgx.Tx, r *run, t Task, d decis
 }
 
 // modelOf resolves the model the task currently runs on.
-func (s *Service) modelOf(t Task) (catalog.Model, catalog.Provider, error) {
-	m, _, err := s.cfg.Catalog.Resolve(t.Model)
+func (c *Config) modelOf(t Task) (catalog.Model, catalog.Provider, error) {
+	m, _, err := c.Catalog.Resolve(t.Model)
 	if err != nil {
 		return catalog.Model{}, catalog.Provider{}, err
 	}
-	prov, ok := s.cfg.Catalog.Provider(m.Provider)
+	prov, ok := c.Catalog.Provider(m.Provider)
 	if !ok {
 		return catalog.Model{}, catalog.Provider{}, fmt.Errorf("tasks: model %q names unknown provider key %q", m.Name, m.Provider)
 	}
@@ -303,11 +303,11 @@ func (s *Service) modelOf(t Task) (catalog.Model, catalog.Provider, error) {
 
 // maxAttemptsOf is the task's own attempt bound (a route's retry bound),
 // else the service's.
-func (s *Service) maxAttemptsOf(t Task) int {
+func (c *Config) maxAttemptsOf(t Task) int {
 	if t.maxAttempts != nil && *t.maxAttempts > 0 {
 		return *t.maxAttempts
 	}
-	return s.cfg.MaxAttempts
+	return c.MaxAttempts
 }
 
 // lockTask reads the task and locks its row for the transaction, so two runs

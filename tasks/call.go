@@ -16,9 +16,9 @@ import (
 )
 
 // callAndRecord makes begun's provider call and records its outcome.
-func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt) error {
+func (s *runner) callAndRecord(ctx context.Context, r *run, begun *begunAttempt) error {
 	started := s.cfg.Now()
-	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(begun.task))
+	callCtx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout(begun.task))
 	callCtx, call := begun.startCall(callCtx)
 	resp, callErr := s.callProvider(callCtx, begun)
 	endCall(call, resp, callErr)
@@ -29,7 +29,7 @@ func (s *Service) callAndRecord(ctx context.Context, r *run, begun *begunAttempt
 	// a canceled call is exactly the outcome the journal must keep.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rcancel()
-	return s.recordRun(rctx, s.newFinishedCall(r, begun, resp, callErr, latency))
+	return s.recording.recordRun(rctx, s.recording.newFinishedCall(r, begun, resp, callErr, latency))
 }
 
 // startCall starts the span of this attempt's provider call. It names the
@@ -92,9 +92,9 @@ func endTaskSpan(span trace.Span, err error) {
 // callTimeout is the task's own call deadline (a route's), else the
 // service's request timeout; never longer than the latter, which the job
 // timeout is sized for.
-func (s *Service) callTimeout(t Task) time.Duration {
+func (c *Config) callTimeout(t Task) time.Duration {
 	if t.callTimeoutMS != nil && *t.callTimeoutMS > 0 {
-		return min(time.Duration(*t.callTimeoutMS)*time.Millisecond, s.cfg.RequestTimeout)
+		return min(time.Duration(*t.callTimeoutMS)*time.Millisecond, c.RequestTimeout)
 	}
-	return s.cfg.RequestTimeout
+	return c.RequestTimeout
 }

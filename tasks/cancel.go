@@ -18,6 +18,11 @@ var ErrFinished = errors.New("tasks: task already finished")
 // call returns, it is canceled and settled for what that call spent. It
 // returns the task as it now is, ErrNotFound, or ErrFinished.
 func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
+	return s.maintenance.cancel(ctx, owner, id)
+}
+
+// cancel carries out Service.Cancel.
+func (s *maintenance) cancel(ctx context.Context, owner, id string) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, ErrNotFound
 	}
@@ -33,8 +38,8 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 		}
 		return Task{}, fmt.Errorf("tasks: cancel: %w", err)
 	}
-	s.observe(final)
-	return s.Get(ctx, owner, id)
+	s.outcomes.observe(final)
+	return s.reader.get(ctx, owner, id)
 }
 
 // cancelTx cancels the owner's task id in tx, or marks it when a call of
@@ -42,7 +47,7 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (Task, error) {
 // or a run of it may be about to begin one (its job is running). It
 // returns the task's end, to be announced once tx commits, nil when the
 // task is only marked.
-func (s *Service) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*outcome, error) {
+func (s *maintenance) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*outcome, error) {
 	t, err := lockTask(ctx, tx, id)
 	if err != nil {
 		return nil, err
@@ -67,7 +72,7 @@ func (s *Service) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*o
 	if err != nil {
 		return nil, err
 	}
-	money, err := s.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.possiblyCharged())
+	money, err := s.outcomes.finishUnsucceeded(ctx, tx, t, StatusCanceled, nil, jc.possiblyCharged())
 	return &outcome{taskID: t.ID, status: StatusCanceled, created: t.CreatedAt, money: money}, err
 }
 
@@ -75,7 +80,7 @@ func (s *Service) cancelTx(ctx context.Context, tx pgx.Tx, owner, id string) (*o
 // task possibly about to call, and holds the job's row until tx ends
 // (lockJobState). A job that exists and is not running is canceled in tx
 // with its task, so that no worker picks it up afterwards.
-func (s *Service) jobRunning(ctx context.Context, tx pgx.Tx, jobID int64) (bool, error) {
+func (s *maintenance) jobRunning(ctx context.Context, tx pgx.Tx, jobID int64) (bool, error) {
 	state, err := lockJobState(ctx, tx, jobID)
 	if err != nil {
 		return false, err

@@ -181,21 +181,17 @@ func (c *chatCheck) cacheControl(at string, cc *provider.CacheControl) {
 	}
 }
 
-// messages checks each message in turn; a tool message must answer a
-// tool call of an earlier assistant message.
+// messages checks each message in turn; its tool loop follows the rules
+// of ToolLoop.
 func (c *chatCheck) messages(msgs []provider.Message) {
-	calls := map[string]bool{} // tool call ids of the assistant messages so far
+	loop := ToolLoop{Report: func(field, problem string) { c.add(field, "%s", problem) }}
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
+		loop.Begin(at, m)
 		c.role(at, m)
 		c.content(at, m)
 		c.parts(at+".content", m.Role, m.Content.Parts)
-		if len(m.ToolCalls) > 0 && m.Role != "assistant" {
-			c.add(at+".tool_calls", "only an assistant message carries tool calls")
-		}
-		if m.Refusal != "" && m.Role != "assistant" {
-			c.add(at+".refusal", "only an assistant message carries a refusal")
-		}
+		loop.Carriers(at, m)
 		if m.IsError && m.Role != "tool" {
 			c.add(at+".is_error", "only a tool message carries is_error")
 		}
@@ -203,9 +199,13 @@ func (c *chatCheck) messages(msgs []provider.Message) {
 			c.add(at+".cache_control", "only a tool message carries cache_control; put it on a content part")
 		}
 		c.cacheControl(at+".cache_control", m.CacheControl)
-		c.toolCalls(at, m.ToolCalls, calls)
-		c.toolCallID(at, m, calls)
+		for j, tc := range m.ToolCalls {
+			loop.Call(at, j, tc)
+			c.cacheControl(fmt.Sprintf("%s.tool_calls[%d].cache_control", at, j), tc.CacheControl)
+		}
+		loop.Answer(at, m)
 	}
+	loop.End()
 }
 
 func (c *chatCheck) role(at string, m provider.Message) {
@@ -227,41 +227,6 @@ func (c *chatCheck) content(at string, m provider.Message) {
 		c.add(at+".content", "must not be empty")
 	case m.Content.Parts != nil && len(m.Content.Parts) == 0:
 		c.add(at+".content", "must hold at least one part")
-	}
-}
-
-// toolCalls checks the tool calls of the message at at, adding their ids
-// to seen.
-func (c *chatCheck) toolCalls(at string, tcs []provider.ToolCall, seen map[string]bool) {
-	for j, tc := range tcs {
-		tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
-		switch {
-		case tc.ID == "":
-			c.add(tat+".id", "must not be empty")
-		case seen[tc.ID]:
-			c.add(tat+".id", "repeats the id of an earlier tool call")
-		}
-		seen[tc.ID] = true
-		if tc.Type != "function" {
-			c.add(tat+".type", `must be "function"`)
-		}
-		if tc.Function.Name == "" {
-			c.add(tat+".function.name", "must not be empty")
-		}
-		c.cacheControl(tat+".cache_control", tc.CacheControl)
-	}
-}
-
-// toolCallID checks that a tool message, and only a tool message, answers
-// a tool call seen before it.
-func (c *chatCheck) toolCallID(at string, m provider.Message, seen map[string]bool) {
-	switch {
-	case m.Role != "tool" && m.ToolCallID != "":
-		c.add(at+".tool_call_id", "only a tool message answers a tool call")
-	case m.Role == "tool" && m.ToolCallID == "":
-		c.add(at+".tool_call_id", "must name the tool call this message answers")
-	case m.Role == "tool" && !seen[m.ToolCallID]:
-		c.add(at+".tool_call_id", "names no tool call of an earlier assistant message")
 	}
 }
 
@@ -375,7 +340,7 @@ func (c *chatCheck) tools(ch provider.Chat) {
 		}
 		name := t.Function.Name
 		switch j, dup := names[name]; {
-		case !namePattern.MatchString(name):
+		case !ValidToolName(name):
 			c.add(at+".function.name", "must be 1-64 letters, digits, underscores or dashes")
 		case dup:
 			c.add(at+".function.name", "repeats the name of tools[%d]", j)
@@ -397,7 +362,7 @@ func (c *chatCheck) tools(ch provider.Chat) {
 			if _, ok := names[tc.Function]; !ok {
 				c.add("tool_choice.function.name", "names no tool in tools")
 			}
-		case !toolChoiceModes[tc.Mode]:
+		case !ValidToolChoiceMode(tc.Mode):
 			c.add("tool_choice", `must be "none", "auto", "required" or a named function`)
 		}
 	}

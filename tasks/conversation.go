@@ -30,14 +30,19 @@ type Conversation struct {
 // answered back with. It returns ErrNotFound as Get does, and ErrErased
 // for a task whose bodies were erased (deleted or past retention).
 func (s *Service) Conversation(ctx context.Context, owner, id string) (Task, Request, error) {
-	t, err := s.Get(ctx, owner, id)
+	return s.reader.conversation(ctx, owner, id)
+}
+
+// conversation carries out Service.Conversation.
+func (s *reader) conversation(ctx context.Context, owner, id string) (Task, Request, error) {
+	t, err := s.get(ctx, owner, id)
 	if err != nil {
 		return Task{}, Request{}, err
 	}
 	if t.BodiesErasedAt != nil {
 		return Task{}, Request{}, ErrErased
 	}
-	raw, err := s.rawRequest(t)
+	raw, err := s.guard.rawRequest(t)
 	if err != nil {
 		return Task{}, Request{}, fmt.Errorf("tasks: conversation: %w", err)
 	}

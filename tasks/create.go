@@ -72,6 +72,11 @@ type Submission struct {
 // (planFor), the plan an admission (prepare), and the admitter commits it,
 // alone or with the owner's other admissions (admitter.go).
 func (s *Service) Create(ctx context.Context, sub Submission) (created Created, err error) {
+	return s.intake.create(ctx, sub)
+}
+
+// create carries out Service.Create.
+func (s *intake) create(ctx context.Context, sub Submission) (created Created, err error) {
 	p, err := s.planFor(sub)
 	if err != nil {
 		return Created{}, err
@@ -129,7 +134,7 @@ func (s *Service) Create(ctx context.Context, sub Submission) (created Created, 
 	err = s.admitter.admit(ctx, a)
 	if arrival != nil {
 		if err == nil {
-			go s.runOnArrival(a, arrival)
+			go s.runner.runOnArrival(a, arrival)
 		} else {
 			arrival.release()
 		}
@@ -167,7 +172,7 @@ type plan struct {
 // *ValidationError or a *RefusedError for a request no model may take, and
 // budget.ErrInsufficient for a reservation above any budget: each before
 // anything is read or written.
-func (s *Service) planFor(sub Submission) (plan, error) {
+func (s *intake) planFor(sub Submission) (plan, error) {
 	req := sub.Request
 	if err := req.Validate(); err != nil {
 		return plan{}, err
@@ -175,7 +180,7 @@ func (s *Service) planFor(sub Submission) (plan, error) {
 	if !ValidIdempotencyKey(sub.IdempotencyKey) {
 		return plan{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key", "must be 1-255 printable ASCII characters"}}}
 	}
-	p := plan{sub: sub, key: s.StoredKey(sub.IdempotencyKey), hash: s.keyedHash(req.Hash()), deadline: s.cfg.DefaultDeadline}
+	p := plan{sub: sub, key: s.guard.storedKey(sub.IdempotencyKey), hash: s.guard.keyedHash(req.Hash()), deadline: s.cfg.DefaultDeadline}
 	fitting, priced, err := s.fittingModels(req)
 	if err != nil {
 		return plan{}, err
@@ -201,7 +206,7 @@ func (s *Service) planFor(sub Submission) (plan, error) {
 // can take req (fit), the first of which runs it, and whether the
 // requested model is priced. A request none can take is refused here,
 // before anything is written.
-func (s *Service) fittingModels(req Request) (fitting []catalog.Model, priced bool, err error) {
+func (s *intake) fittingModels(req Request) (fitting []catalog.Model, priced bool, err error) {
 	m, priced, err := s.cfg.Catalog.Resolve(req.Model)
 	if errors.Is(err, catalog.ErrUnknownModel) {
 		return nil, false, unknownModel(err)
@@ -209,7 +214,7 @@ func (s *Service) fittingModels(req Request) (fitting []catalog.Model, priced bo
 	if err != nil {
 		return nil, false, err
 	}
-	if !priced && s.Fields().Changes(m.Name) {
+	if !priced && s.guard.fields().Changes(m.Name) {
 		// A pass-through name is sent to the provider and stored, logged
 		// and exported as given, so it may not carry what redaction removes.
 		return nil, false, &ValidationError{Fields: []FieldError{{"model", "must not contain personal data or a credential"}}}
@@ -250,8 +255,8 @@ func (f *modelFit) estimatedTokens(fitting []catalog.Model, req Request) int64 {
 // task id: the stored request redacted under the owner's policy, the raw
 // one sealed, the job's args. Redaction happens here, once, before
 // anything is written.
-func (s *Service) prepare(ctx context.Context, p plan, policy string) (*admission, error) {
-	stored, err := json.Marshal(s.privacyFor(redact.Policy(policy)).request(p.sub.Request))
+func (s *intake) prepare(ctx context.Context, p plan, policy string) (*admission, error) {
+	stored, err := json.Marshal(s.guard.privacyFor(redact.Policy(policy)).request(p.sub.Request))
 	if err != nil {
 		return nil, fmt.Errorf("tasks: create: %w", err)
 	}
@@ -269,7 +274,7 @@ func (s *Service) prepare(ctx context.Context, p plan, policy string) (*admissio
 // end of a first attempt that starts at once. It is woken for a blocked
 // task too: a Wait with ReturnIfBlocked returns then, any other reads it
 // and waits on.
-func (s *Service) awaitFor(a *admission) *watch {
+func (s *intake) awaitFor(a *admission) *watch {
 	if !a.sub.Await || a.sub.Inline {
 		return nil
 	}
@@ -283,7 +288,7 @@ func (s *Service) awaitFor(a *admission) *watch {
 // set. Otherwise (and always for a Queue submission) the task takes its
 // provider key's queue, and is shed (an *OverloadError) when that queue is
 // behind. A streamed task runs in its caller and does neither.
-func (s *Service) arriveOrQueue(a *admission, m catalog.Model, gateClosed bool) (*arrivalClaim, error) {
+func (s *intake) arriveOrQueue(a *admission, m catalog.Model, gateClosed bool) (*arrivalClaim, error) {
 	if a.sub.Inline {
 		return nil, nil
 	}
@@ -300,7 +305,7 @@ func (s *Service) arriveOrQueue(a *admission, m catalog.Model, gateClosed bool) 
 // notAdmitted answers a submission the admitter did not admit: from the
 // task that holds its key when a concurrent request took the key first,
 // else with err, counted as the refusal it is.
-func (s *Service) notAdmitted(ctx context.Context, p plan, err error) (Created, error) {
+func (s *intake) notAdmitted(ctx context.Context, p plan, err error) (Created, error) {
 	switch {
 	case errors.Is(err, errKeyTaken):
 		f, err := s.lookup(ctx, s.lookupOf(p))
@@ -327,12 +332,12 @@ func (s *Service) notAdmitted(ctx context.Context, p plan, err error) (Created, 
 
 // replayed answers a retry with the task that holds its key: the task when
 // its request hash matches, ErrIdempotencyKeyReused when it does not.
-func (s *Service) replayed(t Task, hashOK bool) (Created, error) {
+func (s *intake) replayed(t Task, hashOK bool) (Created, error) {
 	if !hashOK {
 		s.cfg.Metrics.TaskSubmitted("conflict")
 		return Created{}, ErrIdempotencyKeyReused
 	}
-	s.reveal(&t)
+	s.guard.reveal(&t)
 	s.cfg.Metrics.TaskSubmitted("replayed")
 	return Created{Task: t, Replayed: true}, nil
 }
@@ -363,13 +368,13 @@ type found struct {
 }
 
 // lookupOf is the lookup of p's key and request hash.
-func (s *Service) lookupOf(p plan) lookupParams {
+func (s *intake) lookupOf(p plan) lookupParams {
 	return lookupParams{owner: p.sub.OwnerID, key: p.key, hash: p.hash}
 }
 
 // lookup reads, in one round trip, the owner's redaction policy and the
 // owner's task under the key, if any, and what else p asks for.
-func (s *Service) lookup(ctx context.Context, p lookupParams) (found, error) {
+func (s *intake) lookup(ctx context.Context, p lookupParams) (found, error) {
 	f := found{gate: gate.Open}
 	b := &pgx.Batch{}
 	if p.room > 0 {

@@ -44,7 +44,7 @@ func TestPlanForDecidesBeforeAnythingIsRead(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := planService(t, c.passThrough)
-			p, err := s.planFor(Submission{OwnerID: "acme", IdempotencyKey: c.key, Request: Request{Chat: c.chat, DeadlineS: c.deadlineS}})
+			p, err := s.intake.planFor(Submission{OwnerID: "acme", IdempotencyKey: c.key, Request: Request{Chat: c.chat, DeadlineS: c.deadlineS}})
 			if c.wantField != "" {
 				checkField(t, err, c.wantField)
 				return
@@ -75,7 +75,7 @@ func planService(t *testing.T, passThrough bool) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cfg.Redactor, s.digestKey, s.cfg.DefaultDeadline = r, []byte("digest key of the test"), time.Hour
+	s.cfg.Redactor, s.guard.digestKey, s.cfg.DefaultDeadline = r, []byte("digest key of the test"), time.Hour
 	s.cfg.Catalog.PassThrough = passThrough
 	return s
 }

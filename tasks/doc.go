@@ -64,6 +64,12 @@
 // HOT update; keep status, result, error, output_sealed, finished_at and
 // updated_at out of every index of tasks.
 //
+// The Service is built from phases (phases.go): intake admits, runner
+// makes attempts, recording records them and applier carries out the
+// decision on each outcome, outcomes tells metrics and waiters of an end,
+// reader reads, maintenance reaps, sweeps and purges. The rules of a tool
+// loop, which every API surface follows, are ToolLoop's (toolloop.go).
+//
 // This package orchestrates budget and replay and owns the transaction that
 // spans them; it knows nothing of HTTP.
 package tasks

@@ -238,10 +238,10 @@ func (f *modelFit) inputTokensOf(m catalog.Model, req Request) int64 {
 // embeddings request, whose answer comes back as a provider.Response
 // holding the vectors. A provider without embeddings (the catalog changed
 // since admission) is rejected without a call.
-func (s *Service) callProvider(ctx context.Context, b *begunAttempt) (*provider.Response, error) {
+func (s *runner) callProvider(ctx context.Context, b *begunAttempt) (*provider.Response, error) {
 	client := s.cfg.Clients[b.model.Provider]
 	if b.raw.Embedding == nil {
-		return client.Complete(ctx, s.providerRequest(b))
+		return client.Complete(ctx, s.fitting.providerRequest(b))
 	}
 	e, ok := client.(provider.Embedder)
 	if !ok {

@@ -53,6 +53,11 @@ func eraseTx(ctx context.Context, tx pgx.Tx, ids []string, by, reason string) (i
 // ErrNotFound, or ErrErased with the existing tombstone when already
 // erased.
 func (s *Service) Erase(ctx context.Context, owner, id, by string) (Tombstone, error) {
+	return s.maintenance.erase(ctx, owner, id, by)
+}
+
+// erase carries out Service.Erase.
+func (s *maintenance) erase(ctx context.Context, owner, id, by string) (Tombstone, error) {
 	if uuid.Validate(id) != nil {
 		return Tombstone{}, ErrNotFound
 	}
@@ -83,6 +88,11 @@ func (s *Service) Erase(ctx context.Context, owner, id, by string) (Tombstone, e
 // TombstoneOf returns the task's tombstone, or nil when its bodies are
 // intact.
 func (s *Service) TombstoneOf(ctx context.Context, id string) (*Tombstone, error) {
+	return s.reader.tombstoneOf(ctx, id)
+}
+
+// tombstoneOf carries out Service.TombstoneOf.
+func (s *reader) tombstoneOf(ctx context.Context, id string) (*Tombstone, error) {
 	var ts Tombstone
 	var at *time.Time
 	var by, reason *string

@@ -24,6 +24,11 @@ type Estimate struct {
 // *ValidationError for an invalid request or an unknown model, a
 // *RefusedError for one no model of the chain can take.
 func (s *Service) Estimate(req Request) (Estimate, error) {
+	return s.intake.estimate(req)
+}
+
+// estimate carries out Service.Estimate.
+func (s *intake) estimate(req Request) (Estimate, error) {
 	if err := req.Validate(); err != nil {
 		return Estimate{}, err
 	}

@@ -12,13 +12,18 @@ import (
 // model output follows the privacy policy the task was created under, as
 // the replay record does (eventView); the rest is Get's.
 func (s *Service) EventView(ctx context.Context, owner, id string) (Task, error) {
+	return s.reader.event(ctx, owner, id)
+}
+
+// event carries out Service.EventView.
+func (s *reader) event(ctx context.Context, owner, id string) (Task, error) {
 	t, err := s.read(ctx, clientViewColumns, owner, id)
 	if err != nil {
 		return Task{}, err
 	}
 	var raw *Request
 	if redact.Policy(t.policy) == redact.PolicyRedact {
-		if r, err := s.rawRequest(t); err == nil {
+		if r, err := s.guard.rawRequest(t); err == nil {
 			raw = &r
 		}
 	}
@@ -35,12 +40,12 @@ func (s *Service) EventView(ctx context.Context, owner, id string) (Task, error)
 //
 // Every field of Result and provider.Message is decided here:
 // TestEventViewDecidesEveryField fails when one is added.
-func (s *Service) eventView(t Task, raw *Request) Task {
+func (s *reader) eventView(t Task, raw *Request) Task {
 	policy := redact.Policy(t.policy)
 	if policy == redact.PolicyFull || t.Result == nil {
 		return t
 	}
-	p := s.privacyFor(policy)
+	p := s.guard.privacyFor(policy)
 	if raw != nil {
 		_ = p.request(*raw)
 	}

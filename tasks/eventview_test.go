@@ -45,7 +45,7 @@ func TestEventViewFollowsThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Service{cfg: Config{Redactor: r}, digestKey: []byte("0123456789abcdef0123456789abcdef")}
+	s := &reader{guard: &guard{cfg: &Config{Redactor: r}, digestKey: []byte("0123456789abcdef0123456789abcdef")}}
 	const word, mail = "ZEBRA-LAUNCH-CODE", "canary.person@example.com"
 	secret := word + " " + mail
 	msg := func() provider.Message {

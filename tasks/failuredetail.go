@@ -32,6 +32,11 @@ type FailureDetail struct {
 // attempts, and the wait left (on its provider key: the last attempt's,
 // else its model's). It returns ErrNotFound for another owner's task.
 func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureDetail, error) {
+	return s.reader.failureDetail(ctx, owner, id)
+}
+
+// failureDetail carries out Service.FailureDetail.
+func (s *reader) failureDetail(ctx context.Context, owner, id string) (FailureDetail, error) {
 	t, err := s.read(ctx, clientViewColumns, owner, id)
 	if err != nil {
 		return FailureDetail{}, err
@@ -40,7 +45,7 @@ func (s *Service) FailureDetail(ctx context.Context, owner, id string) (FailureD
 	if m, _, err := s.cfg.Catalog.Resolve(t.Model); err == nil {
 		modelKey = m.Provider
 	}
-	d := FailureDetail{Attempts: t.Attempts, MaxAttempts: s.maxAttemptsOf(t)}
+	d := FailureDetail{Attempts: t.Attempts, MaxAttempts: s.cfg.maxAttemptsOf(t)}
 	var code, param *string
 	err = s.pool.QueryRow(ctx, `
 		WITH last AS (

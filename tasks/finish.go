@@ -19,7 +19,7 @@ import (
 // finishUnsucceeded ends a task that produced no answer, failed or
 // canceled: released, or settled as possibly charged after possiblyCharged
 // calls that may have been billed.
-func (s *Service) finishUnsucceeded(ctx context.Context, tx pgx.Tx, t Task, status Status, f *Failure, possiblyCharged int) (closedMoney, error) {
+func (s *outcomes) finishUnsucceeded(ctx context.Context, tx pgx.Tx, t Task, status Status, f *Failure, possiblyCharged int) (closedMoney, error) {
 	m, err := s.closeMoney(ctx, tx, t, moneyAfter(possiblyCharged))
 	if err != nil {
 		return closedMoney{}, err
@@ -51,7 +51,7 @@ func spendOf(owner, model string, s budget.Settled) *spend {
 // m says: released in full (moneyRelease), or settled as possibly charged
 // (moneyPossiblyCharged) at the reservation, the worst case of one call.
 // Any other m leaves it held.
-func (s *Service) closeMoney(ctx context.Context, tx pgx.Tx, t Task, m money) (closedMoney, error) {
+func (s *outcomes) closeMoney(ctx context.Context, tx pgx.Tx, t Task, m money) (closedMoney, error) {
 	switch m {
 	case moneyRelease:
 		if err := budget.ReleaseTx(ctx, tx, t.ID); err != nil && !errors.Is(err, budget.ErrNotFound) {
@@ -134,10 +134,10 @@ type outcome struct {
 
 // observe records a committed end: waiters are told, metrics counted, and
 // budget alerts the settlement crossed fired.
-func (s *Service) observe(o *outcome) {
+func (s *outcomes) observe(o *outcome) {
 	if o != nil {
 		if o.task != nil {
-			s.reveal(o.task)
+			s.guard.reveal(o.task)
 		}
 		s.waiter.announce(o.taskID, o.task)
 		s.cfg.Metrics.TaskFinished(string(o.status), o.code, s.cfg.Now().Sub(o.created))
@@ -151,7 +151,7 @@ func (s *Service) observe(o *outcome) {
 
 // countSpend counts a committed settlement's cost on metrics, by owner and
 // model label; nothing for a released reservation (nil).
-func (s *Service) countSpend(sp *spend) {
+func (s *outcomes) countSpend(sp *spend) {
 	if sp != nil {
 		s.cfg.Metrics.Spent(sp.owner, s.modelLabel(sp.model), sp.micros)
 	}
@@ -159,7 +159,7 @@ func (s *Service) countSpend(sp *spend) {
 
 // modelLabel keeps metric labels to configured model names; pass-through
 // names chosen by clients become "other".
-func (s *Service) modelLabel(name string) string {
+func (s *outcomes) modelLabel(name string) string {
 	if _, priced, err := s.cfg.Catalog.Resolve(name); err == nil && priced {
 		return name
 	}
@@ -194,7 +194,7 @@ type successResult struct {
 // records: a caller that records many successes sends their records first
 // and only their settlements (one statement) with COMMIT, under the
 // owner's queue.
-func (s *Service) queueSuccess(batch *pgx.Batch, settle *budget.Settlements, st attemptState, c *finishedCall) error {
+func (s *recording) queueSuccess(batch *pgx.Batch, settle *budget.Settlements, st attemptState, c *finishedCall) error {
 	t := st.task
 	t.Request = c.b.raw
 	if err := s.queueAttemptRecords(batch, t, c); err != nil {
@@ -202,7 +202,7 @@ func (s *Service) queueSuccess(batch *pgx.Batch, settle *budget.Settlements, st 
 	}
 	gate.QueueClose(batch, c.b.model.Provider, &c.res.wasClosed)
 	d := decideSuccess(lockedTask{cancelRequested: t.CancelRequested, ambiguous: st.jc.ambiguous})
-	return s.queueSuccessEnd(batch, settle, t, c, d)
+	return s.applier.queueSuccessEnd(batch, settle, t, c, d)
 }
 
 // logged logs a committed success and returns the task's outcome.
@@ -236,7 +236,7 @@ func (res *successResult) logged(log *slog.Logger) *outcome {
 // filled in when the batch's results are read: the settlement and, when a
 // request of this process waits for the task, the task as its finish
 // stored it.
-func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, t Task, c *finishedCall, d decision) error {
+func (s *applier) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, t Task, c *finishedCall, d decision) error {
 	res, m, resp := &c.res, c.b.model, c.resp
 	res.task, res.status, res.implausible, res.finished, res.model = t, d.status, "", nil, m.Name
 	implausible := !s.fitting.usageBoundOf(c.b).admits(resp.Usage)
@@ -267,7 +267,7 @@ func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, 
 		out := resultOf(resp, m.Name, u, cost)
 		// The provider's names are stored and shown as plain
 		// identifiers only; other text follows the owner's policy.
-		s.privacyFor(redact.Policy(t.policy)).identifiers(&out)
+		s.guard.privacyFor(redact.Policy(t.policy)).identifiers(&out)
 		out.seal(s.cfg.Sealer, t.ID)
 		queueFinish(batch, t.ID, StatusSucceeded, &out, nil, res.finished)
 	}
@@ -287,7 +287,7 @@ func (s *Service) queueSuccessEnd(batch *pgx.Batch, settle *budget.Settlements, 
 // figures as reported), and classes beyond their totals, a provider's
 // error too, as the whole total, never as more tokens than it
 // (budget.Tokens.Normalized).
-func (s *Service) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usage, int64) {
+func (s *applier) usageOf(t Task, m catalog.Model, resp *provider.Response) (Usage, int64) {
 	u := Usage{Source: budget.SourceReported}
 	if r := resp.Usage; r != nil {
 		tok := budget.Tokens{Input: min(r.InputTokens, budget.MaxUsageTokens), Output: min(r.OutputTokens, budget.MaxUsageTokens),

@@ -289,3 +289,9 @@ func estimateOutput(resp *provider.Response) int64 {
 	}
 	return n
 }
+
+// providerRequest is the call begun makes: the raw request as chatFor
+// sends it to the attempt's model.
+func (f *modelFit) providerRequest(begun *begunAttempt) provider.Request {
+	return provider.Request{Chat: f.chatFor(begun.model, begun.raw), IdempotencyKey: begun.providerKey()}
+}

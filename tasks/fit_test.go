@@ -49,7 +49,9 @@ func fitService(t *testing.T) *Service {
 	}
 	cfg := Config{Catalog: cat, DefaultMaxTokens: 1024,
 		Clients: map[string]provider.Client{"oa": nil, "oa2": nil, "an": checking{}}}
-	return &Service{cfg: cfg, fitting: newModelFit(cfg)}
+	s := &Service{cfg: cfg, fitting: newModelFit(cfg)}
+	s.wire(nil, nil, nil)
+	return s
 }
 
 func resolve(t *testing.T, s *Service, name string) catalog.Model {
@@ -88,7 +90,7 @@ func TestChatForNamesTheOutputLimit(t *testing.T) {
 			req := c.req
 			req.Model, req.Messages = c.model, hello
 			m := resolve(t, s, c.model)
-			got := s.providerRequest(&begunAttempt{task: Task{ID: "t"}, attempt: 2, model: m, raw: req})
+			got := s.fitting.providerRequest(&begunAttempt{task: Task{ID: "t"}, attempt: 2, model: m, raw: req})
 			if got.MaxTokens != c.maxTokens || got.MaxCompletionTokens != c.maxCompletion {
 				t.Errorf("max_tokens %d, max_completion_tokens %d; want %d, %d", got.MaxTokens, got.MaxCompletionTokens, c.maxTokens, c.maxCompletion)
 			}

@@ -62,7 +62,7 @@ func countJournal(ctx context.Context, tx pgx.Tx, taskID, model string) (journal
 // provider. Those whose answers are kept are not interrupted: their
 // answers are recorded. on names the task and the model its interrupted
 // calls were made on; their replay records carry traceID.
-func (s *Service) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttempt, traceID string, kept []keptAnswer) error {
+func (s *recording) markInterrupted(ctx context.Context, tx pgx.Tx, on *begunAttempt, traceID string, kept []keptAnswer) error {
 	t, m, prov := on.task, on.model, on.prov
 	rows, err := tx.Query(ctx, `
 		UPDATE task_attempts SET state = 'ambiguous', class = 'ambiguous', error_code = 'interrupted', finished_at = now()

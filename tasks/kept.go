@@ -127,7 +127,7 @@ const (
 // keepAnswer keeps c's answer, sealed and bound to the task, in one
 // statement of its own, tried again with bounded backoff while ctx lasts.
 // It returns the last error when every try failed.
-func (s *Service) keepAnswer(ctx context.Context, c *finishedCall) error {
+func (s *recording) keepAnswer(ctx context.Context, c *finishedCall) error {
 	b := c.b
 	plain, err := json.Marshal(keptBodyOf(c.resp, b.stream))
 	if err != nil {
@@ -151,7 +151,7 @@ func (s *Service) keepAnswer(ctx context.Context, c *finishedCall) error {
 
 // readKept reads the task's kept answers, oldest call first, opening each;
 // one that cannot be opened (wrong data key, erased) is skipped and logged.
-func (s *Service) readKept(ctx context.Context, tx pgx.Tx, taskID string) ([]keptAnswer, error) {
+func (s *recording) readKept(ctx context.Context, tx pgx.Tx, taskID string) ([]keptAnswer, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT attempt, model, started_at, latency, answer_sealed
 		FROM task_kept_answers WHERE task_id = $1 ORDER BY attempt`, taskID)
@@ -202,12 +202,12 @@ func keptAttempts(kept []keptAnswer) []int32 {
 
 // keptAttempt is the attempt that records k on task t, whose unsealed
 // request is raw, without a call.
-func (s *Service) keptAttempt(t Task, k keptAnswer, raw Request) (*begunAttempt, error) {
+func (s *recording) keptAttempt(t Task, k keptAnswer, raw Request) (*begunAttempt, error) {
 	t.Request = raw
 	if k.model != "" && k.model != t.Model {
 		t.Model = k.model // the model that answered
 	}
-	m, prov, err := s.modelOf(t)
+	m, prov, err := s.cfg.modelOf(t)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ type keptCall struct {
 }
 
 // recordKept records a kept answer in place of a call.
-func (s *Service) recordKept(ctx context.Context, r *run, b *begunAttempt) error {
+func (s *recording) recordKept(ctx context.Context, r *run, b *begunAttempt) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "recording a kept answer instead of calling again",
@@ -294,7 +294,7 @@ func possibleCalls(e callEvidence) int {
 // readEvidence reads t's callEvidence under tx: the journal's and the
 // kept answers' from our tables, the trace id from its River job's
 // arguments (JobGetTx).
-func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
+func (s *maintenance) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous int) (callEvidence, error) {
 	e := callEvidence{ambiguous: ambiguous}
 	err := tx.QueryRow(ctx, `
 		SELECT (SELECT COALESCE(array_agg(attempt), '{}') FROM task_attempts WHERE task_id = $1 AND state = 'sent'),
@@ -327,7 +327,7 @@ func (s *Service) readEvidence(ctx context.Context, tx pgx.Tx, t Task, ambiguous
 // when no kept answer can be recorded (none, or none that opens; the
 // task's request or model is gone): the reaper then settles the task as
 // possibly charged.
-func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
+func (s *recording) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
 	if len(ev.kept) == 0 {
 		return nil, nil
 	}
@@ -335,11 +335,11 @@ func (s *Service) reapKept(ctx context.Context, tx pgx.Tx, t Task, ev callEviden
 	if err != nil || len(kept) == 0 {
 		return nil, err
 	}
-	raw, err := s.rawRequest(t)
+	raw, err := s.guard.rawRequest(t)
 	if err != nil {
 		return nil, nil
 	}
-	m, prov, err := s.modelOf(t)
+	m, prov, err := s.cfg.modelOf(t)
 	if err != nil {
 		return nil, nil
 	}

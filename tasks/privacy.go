@@ -29,7 +29,7 @@ type privacy struct {
 	images []replay.Image
 }
 
-func (s *Service) privacyFor(policy redact.Policy) *privacy {
+func (s *guard) privacyFor(policy redact.Policy) *privacy {
 	return &privacy{policy: policy, session: s.cfg.Redactor.RecordPolicy(policy), redactor: s.cfg.Redactor, key: s.digestKey}
 }
 

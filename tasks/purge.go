@@ -18,6 +18,11 @@ import (
 // short transaction (SKIP LOCKED, so it never waits on or blocks live
 // work). Metadata stays. It returns how many tasks it erased.
 func (s *Service) PurgeBodies(ctx context.Context, now time.Time, batch int) (int64, error) {
+	return s.maintenance.purgeBodies(ctx, now, batch)
+}
+
+// purgeBodies carries out Service.PurgeBodies.
+func (s *maintenance) purgeBodies(ctx context.Context, now time.Time, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
@@ -62,26 +67,26 @@ func (PurgeArgs) Kind() string { return "tollgate_purge_bodies" }
 
 type purgeWorker struct {
 	river.WorkerDefaults[PurgeArgs]
-	svc *Service
+	m *maintenance
 }
 
 // Work applies body retention, then webhook events' retention
 // (webhooks.EventRetention).
 func (w *purgeWorker) Work(ctx context.Context, _ *river.Job[PurgeArgs]) error {
-	now := w.svc.cfg.Now()
-	n, err := w.svc.PurgeBodies(ctx, now, 1000)
+	now := w.m.cfg.Now()
+	n, err := w.m.purgeBodies(ctx, now, 1000)
 	if n > 0 {
-		w.svc.cfg.Logger.Info("retention purged task bodies", slog.Int64("tasks", n))
+		w.m.cfg.Logger.Info("retention purged task bodies", slog.Int64("tasks", n))
 	}
 	if err != nil {
 		return err
 	}
-	if _, err = limits.Purge(ctx, w.svc.pool, now.Add(-limits.Retention)); err != nil {
+	if _, err = limits.Purge(ctx, w.m.pool, now.Add(-limits.Retention)); err != nil {
 		return err
 	}
-	n, err = webhooks.PurgeEvents(ctx, w.svc.pool, now.Add(-webhooks.EventRetention))
+	n, err = webhooks.PurgeEvents(ctx, w.m.pool, now.Add(-webhooks.EventRetention))
 	if n > 0 {
-		w.svc.cfg.Logger.Info("retention deleted webhook events", slog.Int64("events", n))
+		w.m.cfg.Logger.Info("retention deleted webhook events", slog.Int64("events", n))
 	}
 	return err
 }

@@ -20,12 +20,22 @@ import (
 // only the metadata; Record has the whole stored request), or ErrNotFound,
 // also for another owner's task: its existence is not disclosed.
 func (s *Service) Get(ctx context.Context, owner, id string) (Task, error) {
+	return s.reader.get(ctx, owner, id)
+}
+
+// get carries out Service.Get.
+func (s *reader) get(ctx context.Context, owner, id string) (Task, error) {
 	return s.read(ctx, clientViewColumns, owner, id)
 }
 
 // GetAny is Get for any owner's task, for roles that may read across
 // owners.
 func (s *Service) GetAny(ctx context.Context, id string) (Task, error) {
+	return s.reader.getAny(ctx, id)
+}
+
+// getAny carries out Service.GetAny.
+func (s *reader) getAny(ctx context.Context, id string) (Task, error) {
 	return s.read(ctx, clientViewColumns, "", id)
 }
 
@@ -33,12 +43,17 @@ func (s *Service) GetAny(ctx context.Context, id string) (Task, error) {
 // stored request, as redacted under the owner's policy: what a replay
 // record shows. It returns ErrNotFound as Get does.
 func (s *Service) Record(ctx context.Context, owner, id string) (Task, error) {
+	return s.reader.record(ctx, owner, id)
+}
+
+// record carries out Service.Record.
+func (s *reader) record(ctx context.Context, owner, id string) (Task, error) {
 	return s.read(ctx, taskColumns, owner, id)
 }
 
 // read reads the owner's task (any owner's for "") with columns
 // (taskColumns or clientViewColumns).
-func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, error) {
+func (s *reader) read(ctx context.Context, columns, owner, id string) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, ErrNotFound
 	}
@@ -53,12 +68,12 @@ func (s *Service) read(ctx context.Context, columns, owner, id string) (Task, er
 	if err != nil {
 		return Task{}, fmt.Errorf("tasks: get: %w", err)
 	}
-	s.reveal(&t)
+	s.guard.reveal(&t)
 	return t, nil
 }
 
 // rawRequest opens the sealed raw request: what the provider must see.
-func (s *Service) rawRequest(t Task) (Request, error) {
+func (s *guard) rawRequest(t Task) (Request, error) {
 	if len(t.payload) == 0 {
 		return Request{}, seal.ErrCannotOpen
 	}
@@ -95,6 +110,11 @@ type ListParams struct {
 // List returns a page of the owner's tasks, newest first. A malformed
 // cursor returns ErrInvalidCursor.
 func (s *Service) List(ctx context.Context, p ListParams) (Page, error) {
+	return s.reader.list(ctx, p)
+}
+
+// list carries out Service.List.
+func (s *reader) list(ctx context.Context, p ListParams) (Page, error) {
 	limit := min(max(p.Limit, 1), 100)
 	after, err := decodeCursor(p.Cursor)
 	if err != nil {
@@ -116,7 +136,7 @@ func (s *Service) List(ctx context.Context, p ListParams) (Page, error) {
 		return Page{}, fmt.Errorf("tasks: list: %w", err)
 	}
 	for i := range list {
-		s.reveal(&list[i])
+		s.guard.reveal(&list[i])
 	}
 	return page(list, limit), nil
 }

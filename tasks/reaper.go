@@ -31,6 +31,11 @@ const reapGrace = 5 * time.Minute
 // found without an index of tasks on their finish (see
 // WriteSafetyNetsOnce).
 func (s *Service) ReapOnce(ctx context.Context) (int, error) {
+	return s.maintenance.reapOnce(ctx)
+}
+
+// reapOnce carries out Service.ReapOnce.
+func (s *maintenance) reapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		var final *outcome
@@ -73,7 +78,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 			if t.Status.Final() {
 				// Close the money only; the task's own state stands. A
 				// kept copy left over goes.
-				m, err := s.closeMoney(ctx, tx, t, moneyAfter(charged))
+				m, err := s.outcomes.closeMoney(ctx, tx, t, moneyAfter(charged))
 				if err != nil {
 					return err
 				}
@@ -97,7 +102,7 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 				lastClass = provider.ClassTransient
 			}
 			f := failureFor(lastClass, jc.lastCode, "deadline")
-			money, err := s.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, charged)
+			money, err := s.outcomes.finishUnsucceeded(ctx, tx, t, StatusFailed, &f, charged)
 			if err != nil {
 				return err
 			}
@@ -115,15 +120,15 @@ func (s *Service) ReapOnce(ctx context.Context) (int, error) {
 		}
 		n++
 		s.cfg.Metrics.OrphanReaped()
-		s.observe(final)
-		s.countSpend(closedOnly)
+		s.outcomes.observe(final)
+		s.outcomes.countSpend(closedOnly)
 	}
 }
 
 // reapKeptSavepoint is reapKept under a savepoint of tx: when recording
 // the kept answer fails, the savepoint is rolled back, the failure logged,
 // and it returns nil for the caller to fail the task instead.
-func (s *Service) reapKeptSavepoint(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
+func (s *maintenance) reapKeptSavepoint(ctx context.Context, tx pgx.Tx, t Task, ev callEvidence) (*outcome, error) {
 	if len(ev.kept) == 0 {
 		return nil, nil
 	}
@@ -131,7 +136,7 @@ func (s *Service) reapKeptSavepoint(ctx context.Context, tx pgx.Tx, t Task, ev c
 	if err != nil {
 		return nil, err
 	}
-	final, err := s.reapKept(ctx, sp, t, ev)
+	final, err := s.recording.reapKept(ctx, sp, t, ev)
 	if err == nil && final != nil {
 		return final, sp.Commit(ctx)
 	}
@@ -147,9 +152,9 @@ func (s *Service) reapKeptSavepoint(ctx context.Context, tx pgx.Tx, t Task, ev c
 
 // reapLoop runs ReapOnce every interval until ctx ends. Every instance may
 // run it: SKIP LOCKED keeps them from working on the same reservation.
-func (s *Service) reapLoop(ctx context.Context, interval time.Duration) {
+func (s *maintenance) reapLoop(ctx context.Context, interval time.Duration) {
 	periodic.Every(ctx, interval, func(ctx context.Context) {
-		if _, err := s.ReapOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.reapOnce(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("reaper failed", slog.String("error", err.Error()))
 		}
 	})

@@ -29,7 +29,7 @@ type finishedCall struct {
 // newFinishedCall is the call b of run r made, which returned resp and
 // callErr after latency. An error that is not the provider's counts as
 // ambiguous: the provider may have run the request.
-func (s *Service) newFinishedCall(r *run, b *begunAttempt, resp *provider.Response, callErr error, latency time.Duration) *finishedCall {
+func (s *recording) newFinishedCall(r *run, b *begunAttempt, resp *provider.Response, callErr error, latency time.Duration) *finishedCall {
 	var pe *provider.Error
 	if callErr != nil && !errors.As(callErr, &pe) {
 		pe = &provider.Error{Class: provider.ClassAmbiguous, Code: "client_error"}
@@ -61,7 +61,7 @@ func (c *finishedCall) failureLog() *slog.Logger {
 // restarting. Trying again is safe: a transaction that did not commit left
 // nothing, and one that committed without its answer reaching us refuses
 // the repeat (the replay record's key is taken).
-func (s *Service) recordRun(ctx context.Context, c *finishedCall) error {
+func (s *recording) recordRun(ctx context.Context, c *finishedCall) error {
 	r, b := c.r, c.b
 	if r.inline {
 		var cancel context.CancelFunc
@@ -94,7 +94,7 @@ func (s *Service) recordRun(ctx context.Context, c *finishedCall) error {
 
 // keepUnrecorded keeps the answer of c, whose recording failed, for the
 // task's next run to record (keepAnswer), and says so in the log.
-func (s *Service) keepUnrecorded(ctx context.Context, c *finishedCall) {
+func (s *recording) keepUnrecorded(ctx context.Context, c *finishedCall) {
 	b := c.b
 	b.keptKey = b.attempt // from now on, its recording drops the copy
 	kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -134,7 +134,7 @@ func (e *retryError) As(target any) bool {
 // may record it with the owner's other successes; a failure is recorded
 // in a transaction of its own. It returns what the job does next: nil, a
 // snooze (river.JobSnooze) or a retry (retryError).
-func (s *Service) recordOutcome(ctx context.Context, c *finishedCall) error {
+func (s *recording) recordOutcome(ctx context.Context, c *finishedCall) error {
 	c.res = successResult{}
 	var a applied
 	var err error
@@ -154,7 +154,7 @@ func (s *Service) recordOutcome(ctx context.Context, c *finishedCall) error {
 // its journal, the attempt's records, then what decide makes of it,
 // applied. A failure's records are written before deciding, for the
 // journal's counts to include it; a success's go with the COMMIT.
-func (s *Service) recordAlone(ctx context.Context, c *finishedCall) (applied, error) {
+func (s *recording) recordAlone(ctx context.Context, c *finishedCall) (applied, error) {
 	var a applied
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		st, err := lockAttemptState(ctx, tx, c.b.task.ID)
@@ -176,27 +176,27 @@ func (s *Service) recordAlone(ctx context.Context, c *finishedCall) (applied, er
 			}
 		}
 		d := decide(s.lockedTask(c.r, st), c.err, s.outcomeLimits(c.b.attempt))
-		a, err = s.apply(ctx, tx, c, st, d, pending)
+		a, err = s.applier.apply(ctx, tx, c, st, d, pending)
 		return err
 	})
 	return a, err
 }
 
 // lockedTask is what decide needs of st, read under lock for run r.
-func (s *Service) lockedTask(r *run, st attemptState) lockedTask {
+func (s *recording) lockedTask(r *run, st attemptState) lockedTask {
 	return lockedTask{run: r.kind(), final: st.task.Status.Final(), cancelRequested: st.task.CancelRequested,
-		counted: st.jc.counted, ambiguous: st.jc.ambiguous, maxAttempts: s.maxAttemptsOf(st.task)}
+		counted: st.jc.counted, ambiguous: st.jc.ambiguous, maxAttempts: s.cfg.maxAttemptsOf(st.task)}
 }
 
 // outcomeLimits are the limits decide applies to the attempt-th call.
-func (s *Service) outcomeLimits(attempt int) outcomeLimits {
+func (s *recording) outcomeLimits(attempt int) outcomeLimits {
 	return outcomeLimits{ambiguousRetries: s.cfg.AmbiguousRetries, retryBase: s.cfg.RetryBase, retryMax: s.cfg.RetryMax,
-		backoff: s.backoff(attempt)}
+		backoff: s.cfg.backoff(attempt)}
 }
 
 // afterOutcome is what follows a committed outcome: the provider call's
 // metrics, the breaker's opening, and waiters told.
-func (s *Service) afterOutcome(c *finishedCall, a applied) {
+func (s *recording) afterOutcome(c *finishedCall, a applied) {
 	b, pe := c.b, c.err
 	class, status, unclassified := "success", 0, false
 	if pe != nil {
@@ -205,14 +205,14 @@ func (s *Service) afterOutcome(c *finishedCall, a applied) {
 			c.log.Warn("provider error matched no rule; classified by status alone", slog.String("class", class), slog.Int("provider_status", status))
 		}
 	}
-	s.cfg.Metrics.ProviderCall(b.model.Provider, s.modelLabel(b.model.Name), class, unclassified, status, c.latency)
+	s.cfg.Metrics.ProviderCall(b.model.Provider, s.outcomes.modelLabel(b.model.Name), class, unclassified, status, c.latency)
 	if a.breakerOpened {
 		s.cfg.Metrics.BreakerOpened(b.model.Provider)
 	}
 	if a.announce {
 		s.waiter.announce(b.task.ID, nil)
 	}
-	s.observe(a.final)
+	s.outcomes.observe(a.final)
 }
 
 // attemptState is the journal state c's attempt ends in: succeeded,
@@ -229,7 +229,7 @@ func (c *finishedCall) journalState() string {
 
 // queueAttemptRecords queues the statements that record c's attempt on t:
 // its journal entry and replay record, and the drop of its kept copy.
-func (s *Service) queueAttemptRecords(batch *pgx.Batch, t Task, c *finishedCall) error {
+func (s *recording) queueAttemptRecords(batch *pgx.Batch, t Task, c *finishedCall) error {
 	state := c.journalState()
 	queueJournal(batch, c.b, state, c.err)
 	if err := replay.QueueInsert(batch, s.outcomeRecord(t, c, state)); err != nil {

@@ -69,12 +69,12 @@ func queuedCall(t *testing.T, s *Service, key string, callErr *provider.Error, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.attemptOn(created.Task)
+	b, err := s.runner.attemptOn(created.Task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.attempt, b.startAt = 1, time.Now()
-	err = pgx.BeginFunc(context.Background(), s.pool, func(tx pgx.Tx) error { return s.journalSent(context.Background(), tx, b) })
+	err = pgx.BeginFunc(context.Background(), s.pool, func(tx pgx.Tx) error { return s.runner.journalSent(context.Background(), tx, b) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func queuedCall(t *testing.T, s *Service, key string, callErr *provider.Error, c
 	if callErr != nil {
 		cerr = callErr
 	}
-	return s.newFinishedCall(r, b, resp, cerr, 20*time.Millisecond)
+	return s.recording.newFinishedCall(r, b, resp, cerr, 20*time.Millisecond)
 }
 
 // applyAlone is recordAlone with the decision given: d is applied to c.
@@ -101,7 +101,7 @@ func applyAlone(t *testing.T, s *Service, c *finishedCall, d decision) applied {
 		}
 		st.task.Request = c.b.raw
 		pending := &pgx.Batch{}
-		if err := s.queueAttemptRecords(pending, st.task, c); err != nil {
+		if err := s.recording.queueAttemptRecords(pending, st.task, c); err != nil {
 			return err
 		}
 		if c.err != nil {
@@ -110,7 +110,7 @@ func applyAlone(t *testing.T, s *Service, c *finishedCall, d decision) applied {
 			}
 			pending = &pgx.Batch{}
 		}
-		a, err = s.apply(ctx, tx, c, st, d, pending)
+		a, err = s.applier.apply(ctx, tx, c, st, d, pending)
 		return err
 	})
 	if err != nil {
@@ -248,8 +248,8 @@ func TestRecordersAgree(t *testing.T) {
 		name string
 		rec  recorder
 	}{
-		{"lone", loneRecorder{s}},
-		{"batch", newBatchRecorder(s)},
+		{"lone", loneRecorder{s.recording}},
+		{"batch", newBatchRecorder(s.recording)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var completed bool

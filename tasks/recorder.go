@@ -20,7 +20,7 @@ type recorder interface {
 }
 
 // loneRecorder records each success in a transaction of its own.
-type loneRecorder struct{ s *Service }
+type loneRecorder struct{ s *recording }
 
 func (l loneRecorder) record(ctx context.Context, c *finishedCall) (applied, error) {
 	return l.s.recordAlone(ctx, c)
@@ -32,14 +32,14 @@ func (l loneRecorder) record(ctx context.Context, c *finishedCall) (applied, err
 // task. A success the batch cannot record (a task of the batch finished
 // or canceled meanwhile, or the batch failed) is recorded alone.
 type batchRecorder struct {
-	s       *Service
+	s       *recording
 	alone   loneRecorder
 	batcher ownerBatcher[*finishedCall]
 }
 
 // newBatchRecorder is the batching recorder of s, which records alone what
 // a batch cannot.
-func newBatchRecorder(s *Service) *batchRecorder {
+func newBatchRecorder(s *recording) *batchRecorder {
 	return &batchRecorder{s: s, alone: loneRecorder{s}}
 }
 
@@ -58,7 +58,7 @@ func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, e
 // recordBatch records calls, all of owner, in one transaction sent in one
 // round trip: the reads that lock their tasks (in task id order), a guard
 // per task, every record, the settlements and COMMIT, under the owner's
-// queue (commitOnBudget). Each call's journal entry was committed "sent"
+// queue (budgetQueue.commit). Each call's journal entry was committed "sent"
 // before the call, so its attempt number is known and its record depends
 // only on its task as its run began it. The records stand only if each
 // task is still as they assume (not finished, no cancel asked, no
@@ -68,7 +68,7 @@ func (b *batchRecorder) record(ctx context.Context, c *finishedCall) (applied, e
 // returns errAlone when the batch did not commit: recorded alone, each
 // call meets the ordinary path, which knows those cases and records the
 // shortfall of a balance row that cannot charge it in full.
-func (s *Service) recordBatch(ctx context.Context, owner string, calls []*finishedCall) error {
+func (s *recording) recordBatch(ctx context.Context, owner string, calls []*finishedCall) error {
 	slices.SortFunc(calls, func(a, b *finishedCall) int { return strings.Compare(a.b.task.ID, b.b.task.ID) })
 	err := pipetx.Run(ctx, s.pool, func(tx *pipetx.Tx) error {
 		states := make([]attemptState, len(calls))
@@ -88,7 +88,7 @@ func (s *Service) recordBatch(ctx context.Context, owner string, calls []*finish
 			}
 		}
 		settles.Queue(batch, s.cfg.AlertThresholds)
-		if err := s.commitOnBudget(ctx, tx, owner, batch); err != nil {
+		if err := s.budgetRows.commit(ctx, tx, owner, batch); err != nil {
 			return err
 		}
 		for i, c := range calls {
@@ -119,7 +119,7 @@ const recordableSQL = `
 
 // queueRecords queues c's records on records and its settlement on
 // settles, for its task as st has it.
-func (s *Service) queueRecords(records *pgx.Batch, settles *budget.Settlements, st attemptState, c *finishedCall) error {
+func (s *recording) queueRecords(records *pgx.Batch, settles *budget.Settlements, st attemptState, c *finishedCall) error {
 	if err := s.queueSuccess(records, settles, st, c); err != nil {
 		return err
 	}

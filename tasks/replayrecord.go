@@ -15,7 +15,7 @@ import (
 
 // replayAttempt is the replay record of an attempt of t on m, as it
 // starts; its outcome is filled in by the caller.
-func (s *Service) replayAttempt(t Task, m catalog.Model, prov catalog.Provider, attempt int, start time.Time, traceID string) replay.Attempt {
+func (s *recording) replayAttempt(t Task, m catalog.Model, prov catalog.Provider, attempt int, start time.Time, traceID string) replay.Attempt {
 	return replay.Attempt{
 		TaskID: t.ID, OwnerID: t.OwnerID, Attempt: attempt,
 		Provider: prov.Kind + ":" + prov.Key, ProviderModel: m.ProviderModel,
@@ -27,7 +27,7 @@ func (s *Service) replayAttempt(t Task, m catalog.Model, prov catalog.Provider, 
 
 // outcomeRecord is the replay record of c's outcome on t, its answer or
 // cut stream redacted as stored.
-func (s *Service) outcomeRecord(t Task, c *finishedCall, state string) replay.Attempt {
+func (s *recording) outcomeRecord(t Task, c *finishedCall, state string) replay.Attempt {
 	b, pe, resp := c.b, c.err, c.resp
 	latencyMS := int(c.latency / time.Millisecond)
 	rec := s.replayAttempt(t, b.model, b.prov, b.attempt, b.startAt, c.r.traceID)
@@ -53,8 +53,8 @@ func (s *Service) outcomeRecord(t Task, c *finishedCall, state string) replay.At
 // one redaction session over the request then the answer, so a value in
 // both gets one placeholder (the request part reproduces what was stored
 // at creation).
-func (s *Service) storedAnswer(t Task, raw Request, resp *provider.Response) (*replay.Response, map[string]int) {
-	p := s.privacyFor(redact.Policy(t.policy))
+func (s *recording) storedAnswer(t Task, raw Request, resp *provider.Response) (*replay.Response, map[string]int) {
+	p := s.guard.privacyFor(redact.Policy(t.policy))
 	_ = p.request(raw)
 	return p.answer(resp), p.counts()
 }
@@ -63,11 +63,11 @@ func (s *Service) storedAnswer(t Task, raw Request, resp *provider.Response) (*r
 // request, for its replay record (t.Request is the raw request): the
 // output limit as sent, the tool list's digest, the response format and
 // the images, described as the stored request describes them.
-func (s *Service) parameters(t Task, m catalog.Model, prov catalog.Provider) replay.Parameters {
+func (s *recording) parameters(t Task, m catalog.Model, prov catalog.Provider) replay.Parameters {
 	if t.Request.Embedding != nil {
 		return embeddingParameters(t, m)
 	}
-	sent := s.providerRequest(&begunAttempt{task: t, model: m, prov: prov, raw: t.Request})
+	sent := s.fitting.providerRequest(&begunAttempt{task: t, model: m, prov: prov, raw: t.Request})
 	out := replay.Parameters{Model: m.Name, MaxTokens: sent.OutputLimit(), OutputLimitParam: "max_tokens"}
 	if sent.MaxCompletionTokens > 0 {
 		out.OutputLimitParam = "max_completion_tokens"
@@ -86,7 +86,7 @@ func (s *Service) parameters(t Task, m catalog.Model, prov catalog.Provider) rep
 	}
 	// Described under the owner's policy, as in the stored request: the
 	// same session, so the same placeholders.
-	p := s.privacyFor(redact.Policy(t.policy))
+	p := s.guard.privacyFor(redact.Policy(t.policy))
 	stored := p.request(t.Request)
 	out.Images = p.images
 	if f := stored.ResponseFormat; f != nil && f.JSONSchema != nil {

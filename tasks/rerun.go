@@ -33,10 +33,10 @@ func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
 	var err error
 	workload := p.Workload
 	if owner == "" {
-		t, err = s.GetAny(ctx, id)
+		t, err = s.reader.getAny(ctx, id)
 		workload = t.Workload
 	} else {
-		t, err = s.Get(ctx, owner, id)
+		t, err = s.reader.get(ctx, owner, id)
 	}
 	if err != nil {
 		return Created{}, err
@@ -47,7 +47,7 @@ func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
 	if t.BodiesErasedAt != nil {
 		return Created{}, ErrErased
 	}
-	raw, err := s.rawRequest(t)
+	raw, err := s.guard.rawRequest(t)
 	if err != nil {
 		return Created{}, fmt.Errorf("tasks: rerun: %w", err)
 	}
@@ -56,7 +56,7 @@ func (s *Service) Rerun(ctx context.Context, p RerunParams) (Created, error) {
 		return Created{}, &ValidationError{Fields: []FieldError{{"Idempotency-Key",
 			fmt.Sprintf("must be 1-%d printable ASCII characters for a rerun", MaxKeyLength-len(derived)+len(key))}}}
 	}
-	return s.Create(ctx, Submission{OwnerID: t.OwnerID, Workload: workload, IdempotencyKey: derived,
+	return s.intake.create(ctx, Submission{OwnerID: t.OwnerID, Workload: workload, IdempotencyKey: derived,
 		TraceID: traceID, Request: raw, RerunOf: t.ID})
 }
 

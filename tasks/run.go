@@ -26,7 +26,7 @@ import (
 // process die mid-call: the net finds the entry "sent" and counts the
 // call as possibly made. A stream's net is written with the task and goes
 // when the task ends. A run on arrival's is written only when needed: by
-// its run, for a later attempt or a wait (Service.reschedule), or, once
+// its run, for a later attempt or a wait (applier.reschedule), or, once
 // the run has outlived its deadline (its process died or stalled), by the
 // sweep of any worker instance (Service.WriteSafetyNetsOnce): most tasks
 // end without one.
@@ -85,7 +85,7 @@ func (r *run) queueDone(b *pgx.Batch) {
 // after wait: River runs it then, as it would a retried or snoozed job
 // (rescheduleJob). A run on arrival that has no net yet writes it here, in tx, unless the
 // sweep wrote one meanwhile (the task's row, locked here, says).
-func (s *Service) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.Duration) error {
+func (s *applier) reschedule(ctx context.Context, tx pgx.Tx, r *run, wait time.Duration) error {
 	if r.jobID == 0 && r.netQueue != "" {
 		var job *int64
 		if err := tx.QueryRow(ctx, `SELECT job_id FROM tasks WHERE id = $1 FOR NO KEY UPDATE`, r.taskID).Scan(&job); err != nil {
@@ -125,6 +125,11 @@ type Stream struct {
 // settled; the replay record notes how many chunks reached the client and
 // when it left. It returns the task as it ended.
 func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st Stream) (_ Task, err error) {
+	return s.runner.runInline(ctx, c, traceID, st)
+}
+
+// runInline carries out Service.RunInline.
+func (s *runner) runInline(ctx context.Context, c Created, traceID string, st Stream) (_ Task, err error) {
 	ctx, span := tracing.Tracer().Start(ctx, "task",
 		trace.WithAttributes(attribute.String("tollgate.task.id", c.Task.ID), attribute.Bool("tollgate.task.inline", true)))
 	defer func() { endTaskSpan(span, err) }()
@@ -135,7 +140,7 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 	}
 	if begun != nil && begun.fromKept != nil {
 		// An earlier run's answer is kept: recorded, not called again.
-		if err := s.recordKept(ctx, r, begun); err != nil {
+		if err := s.recording.recordKept(ctx, r, begun); err != nil {
 			return Task{}, err
 		}
 		begun = nil
@@ -156,8 +161,8 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 			}
 		}
 		started := s.cfg.Now()
-		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout(begun.task))
-		req := s.providerRequest(begun)
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.callTimeout(begun.task))
+		req := s.fitting.providerRequest(begun)
 		client := s.cfg.Clients[begun.model.Provider]
 		var resp *provider.Response
 		var callErr error
@@ -176,13 +181,13 @@ func (s *Service) RunInline(ctx context.Context, c Created, traceID string, st S
 		cancel()
 		begun.stream = info
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err = s.recordRun(rctx, s.newFinishedCall(r, begun, resp, callErr, s.cfg.Now().Sub(started)))
+		err = s.recording.recordRun(rctx, s.recording.newFinishedCall(r, begun, resp, callErr, s.cfg.Now().Sub(started)))
 		rcancel()
 		if err != nil {
 			return Task{}, err
 		}
 	}
-	return s.GetAny(context.WithoutCancel(ctx), c.Task.ID)
+	return s.reader.getAny(context.WithoutCancel(ctx), c.Task.ID)
 }
 
 // answerDeltas is a whole answer as the deltas a stream of it would have

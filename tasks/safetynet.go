@@ -38,6 +38,11 @@ const safetyNetBatch = 100
 // finish would make every finish change an indexed column, and a finish
 // could no longer be a HOT update (the baseline migration).
 func (s *Service) WriteSafetyNetsOnce(ctx context.Context) (int, error) {
+	return s.maintenance.writeSafetyNetsOnce(ctx)
+}
+
+// writeSafetyNetsOnce carries out Service.WriteSafetyNetsOnce.
+func (s *maintenance) writeSafetyNetsOnce(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		wrote := 0
@@ -114,9 +119,9 @@ func (s *Service) WriteSafetyNetsOnce(ctx context.Context) (int, error) {
 
 // safetyNetLoop runs WriteSafetyNetsOnce every interval until ctx ends. Every instance may
 // run it: SKIP LOCKED keeps them from writing a task's net twice.
-func (s *Service) safetyNetLoop(ctx context.Context, interval time.Duration) {
+func (s *maintenance) safetyNetLoop(ctx context.Context, interval time.Duration) {
 	periodic.Every(ctx, interval, func(ctx context.Context) {
-		if _, err := s.WriteSafetyNetsOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.writeSafetyNetsOnce(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("writing safety nets failed", slog.String("error", err.Error()))
 		}
 	})

@@ -31,6 +31,11 @@ type SearchFilter struct {
 // cached generic plan: the right plan for a rare word is not the right one
 // for a common word.
 func (s *Service) Search(ctx context.Context, f SearchFilter) (Page, error) {
+	return s.reader.search(ctx, f)
+}
+
+// search carries out Service.Search.
+func (s *reader) search(ctx context.Context, f SearchFilter) (Page, error) {
 	limit := min(max(f.Limit, 1), 100)
 	after, err := decodeCursor(f.Cursor)
 	if err != nil {
@@ -39,7 +44,7 @@ func (s *Service) Search(ctx context.Context, f SearchFilter) (Page, error) {
 	if f.To.IsZero() {
 		f.To = time.Now().Add(time.Hour)
 	}
-	q := searchSQL(f, s.StoredKey(f.Query), after, limit)
+	q := searchSQL(f, s.guard.storedKey(f.Query), after, limit)
 	rows, err := s.pool.Query(ctx, q.sql, append([]any{pgx.QueryExecModeExec}, q.args...)...)
 	if err != nil {
 		return Page{}, fmt.Errorf("tasks: search: %w", err)

@@ -10,9 +10,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/tollgate/tollgate/internal/keylock"
-	"github.com/tollgate/tollgate/internal/pipetx"
-	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/webhooks"
 )
 
@@ -27,44 +24,30 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Service creates, reads and runs tasks.
+// Service creates, reads and runs tasks. Its work is done by its phases
+// (phases.go); it keeps what starts and stops them.
 type Service struct {
-	digestKey []byte // keys the digests of the hash-only policy
-	pool      *pgxpool.Pool
-	cfg       Config
-	river     *river.Client[pgx.Tx]
-	waiter    *waiter
-	started   bool // workers running; set by Start before any Stop
+	pool    *pgxpool.Pool
+	cfg     Config
+	river   *river.Client[pgx.Tx]
+	waiter  *waiter
+	started bool // workers running; set by Start before any Stop
 	// fitting decides which models can take a request and what it
 	// reserves (fit.go).
 	fitting *modelFit
-	// budgetRows queues this process's commits on an owner's budget rows
-	// (commitOnBudget).
-	budgetRows keylock.Locks
-	// recorder records succeeded calls, alone or with the owner's other
-	// successes (recorder.go).
-	recorder recorder
-	// admitter writes the tasks Create prepares (admitter.go).
-	admitter admitter
-	// slots bound this process's concurrent calls per provider key;
-	// arrivals are its runs on arrival (runOnArrival).
-	slots    callSlots
-	arrivals arrivals
+	// arrivals are this process's runs on arrival (runOnArrival).
+	arrivals *arrivals
 	// shed refuses new tasks when the process or the queue is behind.
 	shed *shedder
-}
 
-// commitOnBudget sends b, whose last statement locks owner's budget rows
-// (a reservation or a settlement), with COMMIT, after this process's other
-// commits on those rows: PostgreSQL then has at most one waiter per
-// instance for the row, instead of a herd woken at every commit.
-func (s *Service) commitOnBudget(ctx context.Context, tx *pipetx.Tx, owner string, b *pgx.Batch) error {
-	unlock, err := s.budgetRows.Lock(ctx, owner)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	return tx.CommitWith(ctx, b)
+	guard       *guard
+	intake      *intake
+	runner      *runner
+	recording   *recording
+	applier     *applier
+	outcomes    *outcomes
+	reader      *reader
+	maintenance *maintenance
 }
 
 // New returns a service on pool. Call Start to run workers; a service that
@@ -73,15 +56,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Service{pool: pool, cfg: cfg, fitting: newModelFit(cfg), waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery), slots: newCallSlots(cfg.Catalog, cfg.MaxWorkers),
-		shed: newShedder(cfg.Catalog, cfg)}
+	s := &Service{pool: pool, cfg: cfg, fitting: newModelFit(cfg), waiter: newWaiter(pool, cfg.Logger, cfg.RecheckEvery),
+		arrivals: &arrivals{}, shed: newShedder(cfg.Catalog, cfg), runner: &runner{}, maintenance: &maintenance{}}
 	queues := map[string]river.QueueConfig{}
-	s.digestKey = cfg.Sealer.DigestKey()
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{svc: s}); err != nil {
+	if err := river.AddWorkerSafely(workers, &worker{run: s.runner}); err != nil {
 		return nil, fmt.Errorf("tasks: register worker: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &purgeWorker{svc: s}); err != nil {
+	if err := river.AddWorkerSafely(workers, &purgeWorker{m: s.maintenance}); err != nil {
 		return nil, fmt.Errorf("tasks: register purge worker: %w", err)
 	}
 	queues[maintenanceQueue] = river.QueueConfig{MaxWorkers: 1}
@@ -112,8 +94,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
 	}
 	s.river = client
-	s.recorder = newBatchRecorder(s)
-	s.admitter = newAdmitter(&loneAdmitter{pool: pool, river: client, now: cfg.Now, commitOnBudget: s.commitOnBudget}, cfg)
+	s.wire(client, newCallSlots(cfg.Catalog, cfg.MaxWorkers), cfg.Sealer.DigestKey())
 	return s, nil
 }
 
@@ -127,8 +108,8 @@ const riverAttemptMargin = 5
 // is called.
 func (s *Service) Start(ctx context.Context) error {
 	s.StartListener(ctx)
-	go s.reapLoop(ctx, s.cfg.ReapEvery)
-	go s.safetyNetLoop(ctx, s.cfg.NetEvery)
+	go s.maintenance.reapLoop(ctx, s.cfg.ReapEvery)
+	go s.maintenance.safetyNetLoop(ctx, s.cfg.NetEvery)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("tasks: start workers: %w", err)
 	}
@@ -142,7 +123,7 @@ func (s *Service) Start(ctx context.Context) error {
 // instances run them.
 func (s *Service) StartListener(ctx context.Context) {
 	go s.waiter.run(ctx)
-	go s.sampleQueues(ctx, s.cfg.ShedSampleEvery)
+	go s.maintenance.sampleQueues(ctx, s.cfg.ShedSampleEvery)
 }
 
 // Stop stops fetching new jobs and running tasks on arrival, and waits for
@@ -167,10 +148,4 @@ func (s *Service) Stop(ctx context.Context) error {
 	<-stopped
 	s.waiter.stop()
 	return err
-}
-
-// providerRequest is the call begun makes: the raw request as chatFor
-// sends it to the attempt's model.
-func (s *Service) providerRequest(begun *begunAttempt) provider.Request {
-	return provider.Request{Chat: s.fitting.chatFor(begun.model, begun.raw), IdempotencyKey: begun.providerKey()}
 }

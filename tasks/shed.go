@@ -193,7 +193,7 @@ func (s *shedder) sample(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // sampleQueues reads the queues' waits every interval until ctx ends.
-func (s *Service) sampleQueues(ctx context.Context, interval time.Duration) {
+func (s *maintenance) sampleQueues(ctx context.Context, interval time.Duration) {
 	periodic.Every(ctx, interval, func(ctx context.Context) {
 		if err := s.shed.sample(ctx, s.pool); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "reading the queues' waits failed; not shedding on them until the next reading",

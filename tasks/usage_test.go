@@ -45,7 +45,7 @@ func TestUsageOf(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			u, cost := s.usageOf(task, m, c.resp)
+			u, cost := s.applier.usageOf(task, m, c.resp)
 			if diff := cmp.Diff(c.want, u); diff != "" {
 				t.Errorf("usage mismatch (-want +got):\n%s", diff)
 			}

@@ -326,6 +326,11 @@ type WaitParams struct {
 // task as it then is either way. It returns ErrNotFound for a task that is
 // not the owner's.
 func (s *Service) Wait(ctx context.Context, p WaitParams) (Task, error) {
+	return s.reader.await(ctx, p)
+}
+
+// await carries out Service.Wait.
+func (s *reader) await(ctx context.Context, p WaitParams) (Task, error) {
 	if c := p.Created; c != nil {
 		p.Owner, p.ID = c.Task.OwnerID, c.Task.ID
 		if c.watch != nil {
@@ -351,7 +356,7 @@ type watch struct {
 
 // wait waits on ch for the task p names; known, when set, is the task as
 // it was when ch began listening, so the first read is skipped.
-func (s *Service) wait(ctx context.Context, p WaitParams, ch <-chan *Task, known *Task) (Task, error) {
+func (s *reader) wait(ctx context.Context, p WaitParams, ch <-chan *Task, known *Task) (Task, error) {
 	deadline := time.NewTimer(p.For)
 	defer deadline.Stop()
 	// A lost announcement is found by the process's sweep; a process that

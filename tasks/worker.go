@@ -27,27 +27,27 @@ func (TaskArgs) Kind() string { return "tollgate_task" }
 
 type worker struct {
 	river.WorkerDefaults[TaskArgs]
-	svc *Service
+	run *runner
 }
 
 // Timeout bounds one run of the job: the provider call plus the short
 // transactions around it.
 func (w *worker) Timeout(*river.Job[TaskArgs]) time.Duration {
-	return w.svc.cfg.jobTimeout()
+	return w.run.cfg.jobTimeout()
 }
 
 // NextRetry is bounded exponential backoff with full jitter: a uniform
 // wait between zero and base·2^(attempt-1), capped at RetryMax, so
 // transient failures are retried soon and never in lock-step.
 func (w *worker) NextRetry(job *river.Job[TaskArgs]) time.Time {
-	return time.Now().Add(w.svc.backoff(job.Attempt))
+	return time.Now().Add(w.run.cfg.backoff(job.Attempt))
 }
 
 // backoff is the wait before the retry that follows the attempt-th run.
-func (s *Service) backoff(attempt int) time.Duration {
-	d := s.cfg.RetryBase << min(max(attempt-1, 0), 20)
-	if d <= 0 || d > s.cfg.RetryMax {
-		d = s.cfg.RetryMax
+func (c *Config) backoff(attempt int) time.Duration {
+	d := c.RetryBase << min(max(attempt-1, 0), 20)
+	if d <= 0 || d > c.RetryMax {
+		d = c.RetryMax
 	}
 	return rand.N(d + 1)
 }
@@ -56,7 +56,7 @@ func (s *Service) backoff(attempt int) time.Duration {
 // journalled; errors returned here make River retry the job later, and a
 // snooze (river.JobSnooze) makes it wait without using an attempt.
 func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error) {
-	s := w.svc
+	s := w.run
 	ctx, span := tracing.Tracer().Start(tracing.Extract(ctx, job.Args.TraceParent), "task",
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("tollgate.task.id", job.Args.TaskID), attribute.Int("tollgate.job.attempt", job.Attempt)))
@@ -78,7 +78,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[TaskArgs]) (err error)
 	}
 	span.SetAttributes(attribute.Int("tollgate.task.attempt", begun.attempt))
 	if begun.fromKept != nil {
-		return s.recordKept(ctx, r, begun) // an earlier run's answer, kept: no call
+		return s.recording.recordKept(ctx, r, begun) // an earlier run's answer, kept: no call
 	}
 	return s.callAndRecord(ctx, r, begun)
 }
