@@ -1,12 +1,12 @@
 package budget
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,37 +18,44 @@ import (
 // total spent.
 var DefaultThresholds = []int{70, 90}
 
-// Alerter delivers budget alerts: a log line and a metric at once, and a
-// POST of the alert as JSON to a webhook, retried with backoff in the
-// background so that no request ever waits for it. Alerts not yet
-// delivered when a process stops are picked up again by the next Run.
-type Alerter struct {
-	pool    *pgxpool.Pool
-	webhook string
-	hc      *http.Client
-	log     *slog.Logger
-	onFire  func(Alert)
-	queue   chan Alert
-	retries int
-	backoff time.Duration
+// The alert webhook's schedule (docs/operations.md): AlertAttempts tries,
+// waiting AlertBackoff after the first failure, doubled after each, at
+// most AlertBackoffMax.
+const (
+	AlertAttempts   = 6
+	AlertBackoff    = time.Second
+	AlertBackoffMax = time.Minute
+)
+
+// Sender delivers one alert to the operator's webhook (webhooks.Hook,
+// retried as AlertAttempts, AlertBackoff and AlertBackoffMax say): body
+// as message id, calling attempted after each try with nil (delivered)
+// or the failure, which never quotes the URL. It returns once delivered,
+// out of tries, or when ctx ends.
+type Sender interface {
+	Send(ctx context.Context, id string, body []byte, attempted func(attempt int, err error))
 }
 
-// NewAlerter returns an alerter; webhook "" disables the webhook. onFire,
-// if set, is called once per alert (for metrics). The webhook's client
-// never follows a redirect (a 3xx is a failed delivery): the webhook URL is
-// a secret, and so is where it is allowed to post.
-func NewAlerter(pool *pgxpool.Pool, webhook string, hc *http.Client, log *slog.Logger, onFire func(Alert)) *Alerter {
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	noRedirect := *hc
-	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	hc = &noRedirect
+// Alerter delivers budget alerts: a log line and a metric at once, and a
+// POST of the alert as JSON to a webhook, retried in the background so
+// that no request ever waits for it. Alerts not yet delivered when a
+// process stops are picked up again by the next Run.
+type Alerter struct {
+	pool   *pgxpool.Pool
+	send   Sender
+	log    *slog.Logger
+	onFire func(Alert)
+	queue  chan Alert
+}
+
+// NewAlerter returns an alerter whose webhook send delivers; nil
+// disables the webhook. onFire, if set, is called once per alert (for
+// metrics).
+func NewAlerter(pool *pgxpool.Pool, send Sender, log *slog.Logger, onFire func(Alert)) *Alerter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Alerter{pool: pool, webhook: webhook, hc: hc, log: log, onFire: onFire,
-		queue: make(chan Alert, 1024), retries: 6, backoff: time.Second}
+	return &Alerter{pool: pool, send: send, log: log, onFire: onFire, queue: make(chan Alert, 1024)}
 }
 
 // Fire announces alerts that a committed transaction crossed. It never
@@ -66,7 +73,7 @@ func (a *Alerter) Fire(alerts []Alert) {
 		if a.onFire != nil {
 			a.onFire(al)
 		}
-		if a.webhook == "" {
+		if a.send == nil {
 			continue
 		}
 		select {
@@ -80,7 +87,7 @@ func (a *Alerter) Fire(alerts []Alert) {
 // Run delivers webhooks until ctx ends, starting with alerts left
 // undelivered by earlier processes.
 func (a *Alerter) Run(ctx context.Context) {
-	if a == nil || a.webhook == "" {
+	if a == nil || a.send == nil {
 		return
 	}
 	a.requeueUndelivered(ctx)
@@ -96,51 +103,30 @@ func (a *Alerter) Run(ctx context.Context) {
 
 func (a *Alerter) deliver(ctx context.Context, al Alert) {
 	body, _ := json.Marshal(al)
-	wait := a.backoff
-	for attempt := 1; attempt <= a.retries; attempt++ {
-		err := a.post(ctx, body)
+	a.send.Send(ctx, alertID(al), body, func(attempt int, err error) {
 		_, _ = a.pool.Exec(ctx, `
 			UPDATE budget_alerts SET attempts = attempts + 1, delivered_at = CASE WHEN $4 THEN now() END
 			WHERE threshold_pct = $5 AND budget_period_id = (SELECT id FROM `+balanceRowByKey+`)`,
 			al.OwnerID, al.Workload, al.PeriodStart, err == nil, al.ThresholdPct)
-		if err == nil {
-			return
+		if err != nil {
+			a.log.Warn("budget alert webhook failed", slog.Int("attempt", attempt), slog.Bool("gave_up", attempt >= AlertAttempts),
+				logsafe.ErrorAttr(err))
 		}
-		// The error quotes the webhook URL, a secret: logsafe keeps its host.
-		a.log.Warn("budget alert webhook failed; retrying", slog.Int("attempt", attempt), logsafe.ErrorAttr(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, time.Minute)
-	}
+	})
 }
 
-func (a *Alerter) post(ctx context.Context, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.webhook, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := a.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	res.Body.Close()
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("webhook answered %d", res.StatusCode)
-	}
-	return nil
+// alertID is the alert's webhook-id: the same for every try of it, in
+// every process, so that a receiver can drop a repeat.
+func alertID(al Alert) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", al.OwnerID, al.Workload, al.PeriodStart.UTC().Format(time.RFC3339Nano), al.ThresholdPct)))
+	return "msg_alert_" + hex.EncodeToString(h[:16])
 }
 
 func (a *Alerter) requeueUndelivered(ctx context.Context) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT p.owner_id, p.workload, p.period_start, al.threshold_pct, p.spent_micros, p.total_micros
 		FROM budget_alerts al JOIN budget_periods p ON p.id = al.budget_period_id
-		WHERE al.delivered_at IS NULL AND al.attempts < $1 AND al.fired_at > now() - interval '7 days'`, a.retries)
+		WHERE al.delivered_at IS NULL AND al.attempts < $1 AND al.fired_at > now() - interval '7 days'`, AlertAttempts)
 	if err != nil {
 		a.log.Warn("budget alerts: cannot read undelivered alerts", slog.String("error", err.Error()))
 		return

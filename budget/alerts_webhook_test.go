@@ -2,6 +2,8 @@ package budget_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,10 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tollgate/tollgate/budget"
 	"github.com/tollgate/tollgate/internal/eventually"
 	"github.com/tollgate/tollgate/internal/logbuf"
 	"github.com/tollgate/tollgate/internal/testdb"
+	"github.com/tollgate/tollgate/seal"
+	"github.com/tollgate/tollgate/webhooks"
 )
 
 // TestAlertWebhookKeepsItsSecret delivers an alert to webhooks that fail:
@@ -50,7 +56,7 @@ func TestAlertWebhookKeepsItsSecret(t *testing.T) {
 			t.Parallel()
 			webhook := strings.Replace(tt.base, "http://", "http://"+secretUser, 1) + secretPath + "?" + secretQuery
 			var logs logbuf.Buffer
-			a := budget.NewAlerter(pool, webhook, nil, slog.New(slog.NewJSONHandler(&logs, nil)), nil)
+			a := budget.NewAlerter(pool, alertHook(t, pool, webhook), slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan struct{})
 			go func() { a.Run(ctx); close(done) }()
@@ -70,4 +76,21 @@ func TestAlertWebhookKeepsItsSecret(t *testing.T) {
 			}
 		})
 	}
+}
+
+// alertHook is the operator's hook at url, as tollgate serve makes it.
+func alertHook(t *testing.T, pool *pgxpool.Pool, url string) budget.Sender {
+	t.Helper()
+	sealer, err := seal.New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks, err := webhooks.New(pool, webhooks.Config{Sealer: sealer,
+		Render: func(context.Context, string, string) (json.RawMessage, error) {
+			return nil, errors.New("no tasks here")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hooks.Hook(url, webhooks.Retry{Attempts: budget.AlertAttempts, Base: budget.AlertBackoff, Max: budget.AlertBackoffMax})
 }

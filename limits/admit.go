@@ -75,8 +75,8 @@ func QueueAdmit(b *pgx.Batch, owner string, at time.Time, charges []Charge, stri
 		), owed AS (
 			SELECT workload, sum(tokens) AS tokens FROM corr GROUP BY workload
 		), w AS (
-			INSERT INTO rate_windows AS w (owner_id, workload, window_start, requests, tokens)
-			SELECT $1, workload, $5, n, tokens FROM lim ORDER BY workload
+			INSERT INTO rate_windows AS w (owner_id, workload, window_start, span, requests, tokens)
+			SELECT $1, workload, $5, interval '1 minute', n, tokens FROM lim ORDER BY workload
 			ON CONFLICT (owner_id, workload, window_start)
 			DO UPDATE SET requests = w.requests + EXCLUDED.requests,
 			              tokens = LEAST(GREATEST(w.tokens + COALESCE((SELECT o.tokens FROM owed o WHERE o.workload = w.workload), 0), 0)

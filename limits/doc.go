@@ -6,6 +6,8 @@
 // tokens per minute); workload "" is the owner's own limit, NULL is
 // unlimited. Every limited scope an admission falls under (the owner's,
 // and its workload's) has one counter row per UTC minute in rate_windows.
+// The same table counts the routes' per-user guards (Take, RouteScope):
+// one counter, one purge, whatever the window's length.
 //
 // Admission counts itself on those rows with one statement (QueueAdmit),
 // in the admission's own transaction: ON CONFLICT DO UPDATE takes the row

@@ -198,7 +198,7 @@ func (s *Store) list(ctx context.Context, owner string) ([]Limits, error) {
 func WindowOf(at time.Time) time.Time { return at.UTC().Truncate(time.Minute) }
 
 // Retention is how long a window's counts are kept after the window
-// starts: well past the minute they decide, long enough to read back.
+// ends: well past the time they decide, long enough to read back.
 const Retention = time.Hour
 
 // Execer runs a statement: a pool, a connection or a transaction.
@@ -206,17 +206,17 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Purge deletes the counts and charges of the windows that started before
-// before (see Retention): no admission decides on them any more, and a
-// settlement that comes later finds nothing to correct. It returns how
-// many windows it deleted.
+// Purge deletes the counts of the windows that ended before before (see
+// Retention), and the charges of the minutes that started before it: no
+// admission decides on them any more, and a settlement that comes later
+// finds nothing to correct. It returns how many windows it deleted.
 func Purge(ctx context.Context, db Execer, before time.Time) (int64, error) {
 	for _, table := range []string{"rate_charges", "rate_corrections"} {
 		if _, err := db.Exec(ctx, `DELETE FROM `+table+` WHERE window_start < $1`, before); err != nil {
 			return 0, fmt.Errorf("limits: purge: %w", err)
 		}
 	}
-	tag, err := db.Exec(ctx, `DELETE FROM rate_windows WHERE window_start < $1`, before)
+	tag, err := db.Exec(ctx, `DELETE FROM rate_windows WHERE window_start + span < $1`, before)
 	if err != nil {
 		return 0, fmt.Errorf("limits: purge: %w", err)
 	}

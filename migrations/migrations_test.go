@@ -160,3 +160,68 @@ func connect(t *testing.T) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// TestRouteGuardsMoveToRateWindows: 000101 carries the routes' guard
+// counts from route_limits into rate_windows, beside the limits' minute
+// windows, and its down carries them back.
+func TestRouteGuardsMoveToRateWindows(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	m, err := migrations.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `
+		INSERT INTO route_limits (route, owner_id, user_id, kind, window_start, count) VALUES
+			('summarize', 'acme', 'h:ab:cd', 'day', date_trunc('day', now()), 7),
+			('summarize', 'acme', 'h:ab:cd', 'window', date_trunc('minute', now()), 2);
+		INSERT INTO rate_windows (owner_id, workload, window_start, requests) VALUES ('acme', '', date_trunc('minute', now()), 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	windows := func() []string {
+		t.Helper()
+		rows, err := conn.Query(t.Context(), `SELECT workload || ' ' || span::text || ' ' || requests FROM rate_windows ORDER BY workload`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := []string{" 00:01:00 3", "route:summarize:day:h:ab:cd 1 day 7", "route:summarize:window:h:ab:cd 366 days 2"}
+	if got := windows(); !slices.Equal(got, want) {
+		t.Errorf("rate_windows after up = %q, want %q", got, want)
+	}
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(t.Context(), `SELECT route || ' ' || user_id || ' ' || kind || ' ' || count FROM route_limits ORDER BY kind`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"summarize h:ab:cd day 7", "summarize h:ab:cd window 2"}; !slices.Equal(back, want) {
+		t.Errorf("route_limits after down = %q, want %q", back, want)
+	}
+	var n int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM rate_windows`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("rate_windows after down holds %d rows (%v), want the limit's one", n, err)
+	}
+}

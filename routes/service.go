@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/budget"
@@ -298,7 +297,7 @@ func (s *Service) budgetGuard(ctx context.Context, r *Route, c Call) (string, er
 	if st.Mode == gate.Open {
 		return ReasonCircuitOpen, nil
 	}
-	// The end user is counted by its digest: route_limits never holds it.
+	// The end user is counted by its digest: rate_windows never holds it.
 	ok, err := s.admit(ctx, r, c.OwnerID, s.tasks.Fields().Apply(redact.FieldRouteUser, c.User))
 	if err != nil || !ok {
 		return ReasonRateLimited, err
@@ -309,48 +308,23 @@ func (s *Service) budgetGuard(ctx context.Context, r *Route, c Call) (string, er
 // admit counts one call against the user's window and day, both or
 // neither: a refused call is not counted.
 func (s *Service) admit(ctx context.Context, r *Route, owner, user string) (bool, error) {
-	if r.RateRequests == 0 && r.DailyCalls == 0 {
-		return true, nil
-	}
 	now := s.now().UTC()
-	ok := true
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		check := func(kind string, start time.Time, limit int) error {
-			var n int
-			err := tx.QueryRow(ctx, `
-				INSERT INTO route_limits AS l (route, owner_id, user_id, kind, window_start, count) VALUES ($1, $2, $3, $4, $5, 1)
-				ON CONFLICT (route, owner_id, user_id, kind, window_start) DO UPDATE SET count = l.count + 1
-				WHERE l.count < $6
-				RETURNING count`, r.Name, owner, user, kind, start, limit).Scan(&n)
-			if errors.Is(err, pgx.ErrNoRows) {
-				ok = false
-				return errRefused
-			}
-			return err
-		}
-		if r.RateRequests > 0 {
-			if err := check("window", now.Truncate(r.RateWindow), r.RateRequests); err != nil {
-				return err
-			}
-		}
-		if r.DailyCalls > 0 {
-			day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-			if err := check("day", day, r.DailyCalls); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errRefused) {
-		return false, nil
+	var quotas []limits.Quota
+	if r.RateRequests > 0 {
+		quotas = append(quotas, limits.Quota{Scope: limits.RouteScope(r.Name, "window", user),
+			Start: now.Truncate(r.RateWindow), Span: r.RateWindow, Limit: int64(r.RateRequests)})
 	}
+	if r.DailyCalls > 0 {
+		day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		quotas = append(quotas, limits.Quota{Scope: limits.RouteScope(r.Name, "day", user),
+			Start: day, Span: 24 * time.Hour, Limit: int64(r.DailyCalls)})
+	}
+	ok, err := limits.NewStore(s.pool).Take(ctx, owner, quotas)
 	if err != nil {
 		return false, fmt.Errorf("routes: admit: %w", err)
 	}
 	return ok, nil
 }
-
-var errRefused = errors.New("refused")
 
 // answerCacheSize bounds the remembered answers per route.
 const answerCacheSize = 1000

@@ -222,7 +222,6 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.logs != nil {
 		log = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	alerter := budget.NewAlerter(pool, o.webhook, nil, log, nil)
 	m := metrics.New()
 	m.WatchDatabase(pool, slog.New(slog.DiscardHandler), cat.ProviderKeys())
 	var svc *tasks.Service
@@ -237,6 +236,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var alertHook budget.Sender
+	if o.webhook != "" {
+		alertHook = hooks.Hook(o.webhook, webhooks.Retry{Attempts: budget.AlertAttempts, Base: budget.AlertBackoff, Max: budget.AlertBackoffMax})
+	}
+	alerter := budget.NewAlerter(pool, alertHook, log, nil)
 	svc, err = tasks.New(pool, tasks.Config{
 		Webhooks:           hooks,
 		Metrics:            m,

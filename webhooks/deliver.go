@@ -66,13 +66,9 @@ func (w *worker) Timeout(*river.Job[DeliveryArgs]) time.Duration {
 	return w.svc.cfg.Timeout + 30*time.Second
 }
 
-// backoff is the wait after the attempt-th failed attempt.
+// backoff is the wait after an event's attempt-th failed attempt.
 func (s *Service) backoff(attempt int) time.Duration {
-	d := s.cfg.RetryBase
-	for i := 1; i < attempt && d < s.cfg.RetryMax; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.RetryMax)
+	return Retry{Attempts: MaxAttempts, Base: s.cfg.RetryBase, Max: s.cfg.RetryMax}.Wait(attempt)
 }
 
 // Work makes one attempt at the event's delivery and records it; an
@@ -230,7 +226,7 @@ func (s *Service) clientFor(ev pendingEvent) *http.Client {
 }
 
 // signedDelivery is one attempt's request: the body to url, signed (sig)
-// as webhook-id id at time at.
+// as webhook-id id at time at; sig "" sends no webhook-signature (Hook).
 type signedDelivery struct {
 	url, id string
 	at      time.Time
@@ -251,7 +247,9 @@ func (s *Service) post(ctx context.Context, client *http.Client, d signedDeliver
 	req.Header.Set("user-agent", "Tollgate-Webhooks/1")
 	req.Header.Set("webhook-id", d.id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(d.at.Unix(), 10))
-	req.Header.Set("webhook-signature", d.sig)
+	if d.sig != "" {
+		req.Header.Set("webhook-signature", d.sig)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return attemptResult{class: failureClass(err)}

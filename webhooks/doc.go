@@ -16,4 +16,9 @@
 // delivery dials (docs/operations.md, TOLLGATE_WEBHOOK_ALLOW). An event's
 // body is rendered by Config.Render, which applies the owner's privacy
 // policy (tasks.Service.EventView).
+//
+// It is Tollgate's one outbound delivery path: the operator's budget
+// alert webhook (Hook, TOLLGATE_ALERT_WEBHOOK) takes the same attempt,
+// address policy, timeout and backoff, retried in process because its
+// sender (budget.Alerter) keeps the alert's state.
 package webhooks

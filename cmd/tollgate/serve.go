@@ -179,7 +179,6 @@ func assemble(ctx context.Context, pool *pgxpool.Pool, cfg config, getenv func(s
 	a.metrics = metrics.New()
 	m := a.metrics
 	m.WatchDatabase(pool, log, cfg.Catalog.ProviderKeys())
-	a.alerter = budget.NewAlerter(pool, getenv("TOLLGATE_ALERT_WEBHOOK"), nil, log, func(al budget.Alert) { m.BudgetAlert(al.ThresholdPct) })
 	// The webhooks render tasks with the service made just below.
 	hooks, err := webhooks.New(pool, webhooks.Config{
 		Sealer: sealer, Render: server.RenderTask(&a.svc), NotFound: tasks.ErrNotFound, Metrics: m, Logger: log,
@@ -188,6 +187,7 @@ func assemble(ctx context.Context, pool *pgxpool.Pool, cfg config, getenv func(s
 	if err != nil {
 		return nil, err
 	}
+	a.alerter = budget.NewAlerter(pool, alertHook(hooks, getenv("TOLLGATE_ALERT_WEBHOOK")), log, func(al budget.Alert) { m.BudgetAlert(al.ThresholdPct) })
 	a.svc, err = tasks.New(pool, tasksConfig(cfg, getenv, tasks.Config{Webhooks: hooks, Clients: clients, Metrics: m,
 		Alerter: a.alerter, Sealer: sealer, Logger: log}))
 	if err != nil {
@@ -212,6 +212,15 @@ func assemble(ctx context.Context, pool *pgxpool.Pool, cfg config, getenv func(s
 	}
 	ok = true
 	return a, nil
+}
+
+// alertHook is the budget alerts' webhook at url, delivered as owners'
+// webhooks are; nil when url is empty.
+func alertHook(hooks *webhooks.Service, url string) budget.Sender {
+	if url == "" {
+		return nil
+	}
+	return hooks.Hook(url, webhooks.Retry{Attempts: budget.AlertAttempts, Base: budget.AlertBackoff, Max: budget.AlertBackoffMax})
 }
 
 // dataSealer is the sealer of the data key: TOLLGATE_DATA_KEY, or the key
