@@ -447,10 +447,18 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, model str
 	m := messageOf(model, rp)
 	sc := rp.sc
 	out := startSSE(w, sc)
-	start := anthropicwire.StreamMessage{ID: m.ID, Type: "message", Role: "assistant", Model: m.Model, Content: []anthropicwire.ResponseBlock{},
-		Usage: anthropicwire.Usage{InputTokens: m.Usage.InputTokens, OutputTokens: 1,
-			CacheCreationInputTokens: m.Usage.CacheCreationInputTokens, CacheReadInputTokens: m.Usage.CacheReadInputTokens}}
-	out.send(anthropicwire.EventMessageStart, anthropicwire.MessageStart{Type: anthropicwire.EventMessageStart, Message: start})
+	// message_start's message and usage are written in name order,
+	// unlike the answer's.
+	startUsage := map[string]tokens.Count{"input_tokens": *m.Usage.InputTokens, "output_tokens": 1}
+	if c := m.Usage.CacheCreationInputTokens; c != nil {
+		startUsage["cache_creation_input_tokens"] = *c
+	}
+	if c := m.Usage.CacheReadInputTokens; c != nil {
+		startUsage["cache_read_input_tokens"] = *c
+	}
+	start := map[string]any{"id": m.ID, "type": "message", "role": "assistant", "model": m.Model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": startUsage}
+	out.send(anthropicwire.EventMessageStart, map[string]any{"type": anthropicwire.EventMessageStart, "message": start})
 	sent := 0
 	delta := func(index int, d anthropicwire.BlockDelta) bool {
 		if sc.StreamCutAfter > 0 && sent == sc.StreamCutAfter {
