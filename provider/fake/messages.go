@@ -433,8 +433,17 @@ func messageOf(model string, rp reply) anthropicwire.Response {
 }
 
 // writeAnthropicError answers in the Anthropic error shape.
+// Its members are in the real API's order (type first), which
+// anthropicwire.ErrorBody, in name order, does not keep.
 func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
-	writeJSON(w, status, anthropicwire.Error(typ, msg, ""))
+	type detail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	writeJSON(w, status, struct {
+		Type  string `json:"type"`
+		Error detail `json:"error"`
+	}{"error", detail{typ, msg}})
 }
 
 // streamMessage sends rp as Messages API events: message_start (input
