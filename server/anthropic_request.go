@@ -471,8 +471,10 @@ func antImageURL(at string, s *anthropicwire.ImageSource) (string, error) {
 	if s == nil {
 		return "", antFieldError(at, "is required")
 	}
-	if s.FileID != "" && s.Type != "file" {
-		return "", antFieldError(at+".file_id", "is not a field of a "+s.Type+" source")
+	if s.FileID != "" {
+		// The wire type reads file_id for the fake provider; Tollgate
+		// takes no file source, and knows no such field.
+		return "", badRequest(fmt.Sprintf("Unknown field %q.", at+".file_id"), tasks.FieldError{Field: at + ".file_id", Message: "unknown field"})
 	}
 	switch s.Type {
 	case "base64":
