@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 )
 
 // AnthropicVersion is the anthropic-version header the Anthropic client
@@ -60,58 +62,38 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error
 }
 
 // body is the request to send, or the local refusal of one.
-func (c *Anthropic) body(req Request) (messagesRequest, error) {
+func (c *Anthropic) body(req Request) (anthropicwire.Request, error) {
 	if req.OutputLimit() <= 0 {
-		return messagesRequest{}, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
+		return anthropicwire.Request{}, rejectedLocally(errors.New("provider: the Anthropic Messages API requires max_tokens"))
 	}
 	body, u := anthropicBody(req.Chat)
 	if u != nil {
-		return messagesRequest{}, rejectedLocally(u)
+		return anthropicwire.Request{}, rejectedLocally(u)
 	}
 	return body, nil
 }
 
-type anthropicUsage struct {
-	InputTokens              tokenCount `json:"input_tokens"`
-	OutputTokens             tokenCount `json:"output_tokens"`
-	CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
-}
-
-// usage is Anthropic's usage in OpenAI's terms: input_tokens counts only
-// the prompt tokens after the last cache breakpoint, so the prompt is the
-// sum of the three, of which cache reads are the cached input and cache
-// creation the cache writes. Anthropic reports no reasoning tokens apart:
-// thinking is inside output_tokens.
-func (u anthropicUsage) usage() *Usage {
+// anthropicUsage is Anthropic's usage in OpenAI's terms: input_tokens
+// counts only the prompt tokens after the last cache breakpoint, so the
+// prompt is the sum of the three, of which cache reads are the cached
+// input and cache creation the cache writes. Anthropic reports no
+// reasoning tokens apart: thinking is inside output_tokens.
+func anthropicUsage(u anthropicwire.Usage) *Usage {
+	in, out, created, read := u.Counts()
 	return &Usage{
-		InputTokens:       addTokens(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens),
-		OutputTokens:      int64(u.OutputTokens),
-		CachedInputTokens: int64(u.CacheReadInputTokens),
-		CacheWriteTokens:  int64(u.CacheCreationInputTokens),
+		InputTokens:       addTokens(in, created, read),
+		OutputTokens:      int64(out),
+		CachedInputTokens: int64(read),
+		CacheWriteTokens:  int64(created),
 	}
 }
 
-type anthropicMessage struct {
-	Type         string          `json:"type"`
-	Model        string          `json:"model"`
-	Content      json.RawMessage `json:"content"`
-	StopReason   string          `json:"stop_reason"`
-	StopSequence *string         `json:"stop_sequence"`
-	Usage        *anthropicUsage `json:"usage"`
-	Error        json.RawMessage `json:"error"`
-}
-
-// anthropicAnswerBlock is a content block of an answer.
-type anthropicAnswerBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	Thinking  string          `json:"thinking"`
-	Signature string          `json:"signature"`
-	Data      string          `json:"data"`
+// anthropicAnswerMessage is an answer as parseMessage reads it: its
+// content apart, once the body is known to be no error.
+type anthropicAnswerMessage struct {
+	anthropicwire.Response
+	Content json.RawMessage `json:"content"`
+	Error   json.RawMessage `json:"error"`
 }
 
 // anthropicFinish translates a stop_reason into OpenAI's finish_reason:
@@ -176,7 +158,7 @@ func stopDetail(ch *Choice, stop string, sequence *string) {
 // refusal after some text is that text with finish_reason content_filter,
 // as OpenAI reports a filtered answer.
 func parseMessage(status int, header http.Header, body []byte) (*Response, error) {
-	var m anthropicMessage
+	var m anthropicAnswerMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, malformed(status, err)
 	}
@@ -187,7 +169,7 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 	if !hasJSON(m.Content) {
 		return nil, malformed(status, nil)
 	}
-	var blocks []anthropicAnswerBlock
+	var blocks []anthropicwire.ResponseBlock
 	if err := json.Unmarshal(m.Content, &blocks); err != nil {
 		return nil, malformed(status, err)
 	}
@@ -196,9 +178,9 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 	for _, bl := range blocks {
 		switch bl.Type {
 		case "text":
-			content.text(bl.Text)
+			content.text(deref(bl.Text))
 		case "thinking":
-			content.thinking(bl.Thinking, bl.Signature)
+			content.thinking(deref(bl.Thinking), deref(bl.Signature))
 		case "redacted_thinking":
 			content.redacted(bl.Data)
 		case "tool_use":
@@ -209,16 +191,25 @@ func parseMessage(status int, header http.Header, body []byte) (*Response, error
 			calls = append(calls, ToolCall{ID: bl.ID, Type: "function", Function: FunctionCall{Name: bl.Name, Arguments: string(args)}})
 		}
 	}
-	r, err := anthropicAnswer(status, &content, calls, m.StopReason)
+	stop := deref(m.StopReason)
+	r, err := anthropicAnswer(status, &content, calls, stop)
 	if err != nil {
 		return nil, err
 	}
-	stopDetail(&r.Choices[0], m.StopReason, m.StopSequence)
+	stopDetail(&r.Choices[0], stop, m.StopSequence)
 	r.Model = m.Model
 	if m.Usage != nil {
-		r.Usage = m.Usage.usage()
+		r.Usage = anthropicUsage(*m.Usage)
 	}
 	return r, nil
+}
+
+// deref is an optional field's value, "" when absent.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // anthropicAnswer is the one choice of an answer, or the *Error for an

@@ -8,96 +8,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 )
 
 // The Messages API request, and its translation from Chat. Every field of
 // Chat is carried, translated, or refused by name with an *Unsupported;
 // anthropicBody is the one place that decides, so Check and Complete cannot
 // disagree.
-
-type messagesRequest struct {
-	Model         string                 `json:"model"`
-	MaxTokens     int                    `json:"max_tokens"`
-	System        []anthropicBlock       `json:"system,omitempty"`
-	Messages      []anthropicTurn        `json:"messages"`
-	Tools         []anthropicTool        `json:"tools,omitempty"`
-	ToolChoice    *anthropicToolChoice   `json:"tool_choice,omitempty"`
-	StopSequences []string               `json:"stop_sequences,omitempty"`
-	Temperature   *float64               `json:"temperature,omitempty"`
-	TopP          *float64               `json:"top_p,omitempty"`
-	TopK          *int                   `json:"top_k,omitempty"`
-	Thinking      *anthropicThinking     `json:"thinking,omitempty"`
-	OutputConfig  *anthropicOutputConfig `json:"output_config,omitempty"`
-	Metadata      *anthropicMetadata     `json:"metadata,omitempty"`
-	CacheControl  *CacheControl          `json:"cache_control,omitempty"`
-}
-
-// anthropicTurn is one message. Content is a string for a message of one
-// text, as the client wrote it, and a list of blocks otherwise.
-type anthropicTurn struct {
-	Role    string `json:"role"`
-	Content any    `json:"content"`
-}
-
-// anthropicBlock is a content block of a request: text, image, tool_use,
-// tool_result, thinking or redacted_thinking. A thinking block always
-// carries its thinking and signature fields, the thinking possibly empty
-// (its display omitted).
-type anthropicBlock struct {
-	Type         string                `json:"type"`
-	Text         string                `json:"text,omitempty"`
-	Source       *anthropicImageSource `json:"source,omitempty"`
-	ID           string                `json:"id,omitempty"`
-	Name         string                `json:"name,omitempty"`
-	Input        json.RawMessage       `json:"input,omitempty"`
-	ToolUseID    string                `json:"tool_use_id,omitempty"`
-	Content      any                   `json:"content,omitempty"` // tool_result: string or blocks
-	IsError      bool                  `json:"is_error,omitempty"`
-	Thinking     *string               `json:"thinking,omitempty"`
-	Signature    *string               `json:"signature,omitempty"`
-	Data         string                `json:"data,omitempty"`
-	CacheControl *CacheControl         `json:"cache_control,omitempty"`
-}
-
-type anthropicImageSource struct {
-	Type      string `json:"type"` // base64 or url
-	MediaType string `json:"media_type,omitempty"`
-	Data      string `json:"data,omitempty"`
-	URL       string `json:"url,omitempty"`
-}
-
-type anthropicTool struct {
-	Name         string          `json:"name"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"input_schema"`
-	Strict       *bool           `json:"strict,omitempty"`
-	CacheControl *CacheControl   `json:"cache_control,omitempty"`
-}
-
-type anthropicToolChoice struct {
-	Type                   string `json:"type"` // auto, any, tool or none
-	Name                   string `json:"name,omitempty"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
-}
-
-type anthropicThinking struct {
-	Type         string `json:"type"` // enabled, adaptive or disabled
-	BudgetTokens int    `json:"budget_tokens,omitempty"`
-	Display      string `json:"display,omitempty"`
-}
-
-type anthropicOutputConfig struct {
-	Format *anthropicOutputFormat `json:"format,omitempty"`
-}
-
-type anthropicOutputFormat struct {
-	Type   string          `json:"type"` // json_schema
-	Schema json.RawMessage `json:"schema"`
-}
-
-type anthropicMetadata struct {
-	UserID string `json:"user_id"`
-}
 
 // Thinking budgets for reasoning_effort. Anthropic's extended thinking
 // takes a token budget, not a level; these figures follow its guidance
@@ -110,10 +28,6 @@ var anthropicThinkingBudgets = map[string]int{
 	"medium":  8192,
 	"high":    24576,
 }
-
-// anthropicImageTypes are the media types the Messages API accepts for a
-// base64 image.
-var anthropicImageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 func anthropicRefuses(field, reason string) *Unsupported {
 	return &Unsupported{Field: field, Reason: reason}
@@ -184,8 +98,9 @@ var _ Checker = (*Anthropic)(nil)
 //     results. A message name, a detail other than auto, an image outside
 //     a user or tool message, thinking outside an assistant message are
 //     refused.
-func anthropicBody(c Chat) (messagesRequest, *Unsupported) {
-	body := messagesRequest{Model: c.Model, MaxTokens: c.OutputLimit(), Messages: []anthropicTurn{}}
+func anthropicBody(c Chat) (anthropicwire.Request, *Unsupported) {
+	limit := c.OutputLimit()
+	body := anthropicwire.Request{Model: c.Model, MaxTokens: &limit, Messages: []anthropicwire.Message{}}
 	if u := anthropicParams(c, &body); u != nil {
 		return body, u
 	}
@@ -206,7 +121,7 @@ func anthropicBody(c Chat) (messagesRequest, *Unsupported) {
 
 // anthropicParams carries c's sampling and end user into body, or refuses
 // the first parameter Anthropic has no counterpart for.
-func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
+func anthropicParams(c Chat, body *anthropicwire.Request) *Unsupported {
 	if u := anthropicLacks(c); u != nil {
 		return u
 	}
@@ -214,9 +129,9 @@ func anthropicParams(c Chat, body *messagesRequest) *Unsupported {
 	case c.User != "" && c.SafetyIdentifier != "" && c.User != c.SafetyIdentifier:
 		return anthropicRefuses("safety_identifier", "Anthropic's metadata.user_id holds one end-user identifier, and user already sets it")
 	case c.SafetyIdentifier != "":
-		body.Metadata = &anthropicMetadata{UserID: c.SafetyIdentifier}
+		body.Metadata = &anthropicwire.Metadata{UserID: c.SafetyIdentifier}
 	case c.User != "":
-		body.Metadata = &anthropicMetadata{UserID: c.User}
+		body.Metadata = &anthropicwire.Metadata{UserID: c.User}
 	}
 	if t := c.Temperature; t != nil && (*t < 0 || *t > 1) {
 		return anthropicRefuses("temperature", "Anthropic's temperature ranges from 0 to 1")
@@ -255,10 +170,11 @@ func anthropicLacks(c Chat) *Unsupported {
 	return nil
 }
 
-func anthropicThinkingFor(c Chat, body *messagesRequest) *Unsupported {
+func anthropicThinkingFor(c Chat, body *anthropicwire.Request) *Unsupported {
 	if c.ReasoningEffort == "" || c.ReasoningEffort == "none" {
 		if t := c.Thinking; t != nil {
-			body.Thinking = &anthropicThinking{Type: t.Type, BudgetTokens: t.BudgetTokens, Display: t.Display}
+			thinking := *t
+			body.Thinking = &thinking
 		}
 		return nil
 	}
@@ -284,7 +200,7 @@ func anthropicThinkingFor(c Chat, body *messagesRequest) *Unsupported {
 	case openToolLoop(c.Messages):
 		return anthropicRefuses("reasoning_effort", "Anthropic's thinking needs the thinking blocks of the turn that called the tools, and that turn carries none")
 	}
-	body.Thinking = &anthropicThinking{Type: "enabled", BudgetTokens: budget}
+	body.Thinking = &anthropicwire.Thinking{Type: ThinkingEnabled, BudgetTokens: budget}
 	return nil
 }
 
@@ -314,7 +230,7 @@ func hasThinking(c Content) bool {
 	return false
 }
 
-func anthropicFormat(c Chat, body *messagesRequest) *Unsupported {
+func anthropicFormat(c Chat, body *anthropicwire.Request) *Unsupported {
 	f := c.ResponseFormat
 	if f == nil {
 		return nil
@@ -331,13 +247,13 @@ func anthropicFormat(c Chat, body *messagesRequest) *Unsupported {
 		if f.JSONSchema.Description != "" {
 			return anthropicRefuses("response_format.json_schema.description", "Anthropic's structured output has no description")
 		}
-		body.OutputConfig = &anthropicOutputConfig{Format: &anthropicOutputFormat{Type: "json_schema", Schema: f.JSONSchema.Schema}}
+		body.OutputConfig = &anthropicwire.OutputConfig{Format: &anthropicwire.OutputFormat{Type: "json_schema", Schema: f.JSONSchema.Schema}}
 		return nil
 	}
 	return anthropicRefuses("response_format.type", "Anthropic's Messages API has no response format "+strconv.Quote(f.Type))
 }
 
-func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
+func anthropicTools(c Chat, body *anthropicwire.Request) *Unsupported {
 	for i, t := range c.Tools {
 		if t.Type != "function" {
 			return anthropicRefuses(fmt.Sprintf("tools[%d].type", i), "Anthropic's Messages API takes function tools only")
@@ -346,7 +262,7 @@ func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
 		if !hasJSON(schema) {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		body.Tools = append(body.Tools, anthropicTool{
+		body.Tools = append(body.Tools, anthropicwire.Tool{
 			Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema, Strict: t.Function.Strict,
 			CacheControl: t.CacheControl,
 		})
@@ -359,7 +275,7 @@ func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
 		}
 		return nil
 	}
-	var choice anthropicToolChoice
+	var choice anthropicwire.ToolChoice
 	switch {
 	case tc == nil || (tc.Mode == ToolChoiceAuto && tc.Function == ""):
 		choice.Type = "auto"
@@ -369,7 +285,7 @@ func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
 		choice.Type = "any"
 	case tc.Mode == ToolChoiceNone:
 		// No tool will be called: there is nothing to run in parallel.
-		body.ToolChoice = &anthropicToolChoice{Type: "none"}
+		body.ToolChoice = &anthropicwire.ToolChoice{Type: "none"}
 		return nil
 	default:
 		return anthropicRefuses("tool_choice", "Anthropic's tool_choice has no mode "+strconv.Quote(tc.Mode))
@@ -384,7 +300,7 @@ func anthropicTools(c Chat, body *messagesRequest) *Unsupported {
 
 // anthropicMessages translates the history into body's system blocks and
 // turns, one role at a time.
-func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
+func anthropicMessages(msgs []Message, body *anthropicwire.Request) *Unsupported {
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
 		if u := anthropicMessageFields(at, m); u != nil {
@@ -399,7 +315,7 @@ func anthropicMessages(msgs []Message, body *messagesRequest) *Unsupported {
 		case "user":
 			u = anthropicUser(at, m, afterTool, body)
 		case "assistant":
-			var turn anthropicTurn
+			var turn anthropicwire.Message
 			if turn, u = anthropicAssistant(at, m); u == nil {
 				body.Messages = append(body.Messages, turn)
 			}
@@ -431,38 +347,44 @@ func anthropicMessageFields(at string, m Message) *Unsupported {
 
 // anthropicSystem appends a system or developer message to the system
 // blocks.
-func anthropicSystem(at string, m Message, body *messagesRequest) *Unsupported {
+func anthropicSystem(at string, m Message, body *anthropicwire.Request) *Unsupported {
 	blocks, u := anthropicBlocks(at, m.Content, blocksSystem)
 	if u != nil {
 		return u
 	}
 	if m.Content.Parts == nil && m.Content.Text != "" {
-		blocks = []anthropicBlock{{Type: "text", Text: m.Content.Text}}
+		blocks = []anthropicwire.Block{textBlock(m.Content.Text, nil)}
 	}
-	body.System = append(body.System, blocks...)
+	if len(blocks) == 0 {
+		return nil
+	}
+	if body.System == nil {
+		body.System = anthropicwire.BlockContent(nil)
+	}
+	body.System.Blocks = append(body.System.Blocks, blocks...)
 	return nil
 }
 
 // anthropicUser appends a user turn; its blocks after a tool result join
 // the results' turn, as text beside them.
-func anthropicUser(at string, m Message, afterTool bool, body *messagesRequest) *Unsupported {
+func anthropicUser(at string, m Message, afterTool bool, body *anthropicwire.Request) *Unsupported {
 	content, u := anthropicContent(at, m.Content, blocksUser)
 	if u != nil {
 		return u
 	}
-	if blocks, ok := content.([]anthropicBlock); ok && afterTool {
-		last := &body.Messages[len(body.Messages)-1]
-		last.Content = append(last.Content.([]anthropicBlock), blocks...)
+	if content.Text == nil && afterTool {
+		last := body.Messages[len(body.Messages)-1].Content
+		last.Blocks = append(last.Blocks, content.Blocks...)
 		return nil
 	}
-	body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: content})
+	body.Messages = append(body.Messages, anthropicwire.Message{Role: "user", Content: content})
 	return nil
 }
 
 // anthropicToolResult appends a tool message as a tool_result block.
 // Consecutive tool messages answer one assistant turn: their results
 // travel together in one user message.
-func anthropicToolResult(at string, m Message, afterTool bool, body *messagesRequest) *Unsupported {
+func anthropicToolResult(at string, m Message, afterTool bool, body *anthropicwire.Request) *Unsupported {
 	if m.ToolCallID == "" {
 		return anthropicRefuses(at+".tool_call_id", "Anthropic's tool_result needs the id of the call it answers")
 	}
@@ -470,45 +392,62 @@ func anthropicToolResult(at string, m Message, afterTool bool, body *messagesReq
 	if u != nil {
 		return u
 	}
-	block := anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: result, IsError: m.IsError, CacheControl: m.CacheControl}
-	if s, ok := result.(string); ok && s == "" {
+	block := anthropicwire.Block{Type: "tool_result", ToolUseID: &m.ToolCallID, Content: result, CacheControl: m.CacheControl}
+	if m.IsError {
+		block.IsError = &m.IsError
+	}
+	if result.Text != nil && *result.Text == "" {
 		block.Content = nil
 	}
 	if afterTool {
-		last := &body.Messages[len(body.Messages)-1]
-		last.Content = append(last.Content.([]anthropicBlock), block)
+		last := body.Messages[len(body.Messages)-1].Content
+		last.Blocks = append(last.Blocks, block)
 		return nil
 	}
-	body.Messages = append(body.Messages, anthropicTurn{Role: "user", Content: []anthropicBlock{block}})
+	body.Messages = append(body.Messages, anthropicwire.Message{Role: "user", Content: anthropicwire.BlockContent([]anthropicwire.Block{block})})
 	return nil
 }
 
 // anthropicAssistant is an assistant turn: its text, its refusal as text,
 // then its tool calls as tool_use blocks. A turn of one text stays a
 // string.
-func anthropicAssistant(at string, m Message) (anthropicTurn, *Unsupported) {
+func anthropicAssistant(at string, m Message) (anthropicwire.Message, *Unsupported) {
 	if len(m.ToolCalls) == 0 && m.Refusal == "" && m.Content.Parts == nil {
-		return anthropicTurn{Role: "assistant", Content: m.Content.Text}, nil
+		return anthropicwire.Message{Role: "assistant", Content: anthropicwire.TextContent(m.Content.Text)}, nil
 	}
 	blocks, u := anthropicBlocks(at, m.Content, blocksAssistant)
 	if u != nil {
-		return anthropicTurn{}, u
+		return anthropicwire.Message{}, u
 	}
 	if m.Content.Parts == nil && m.Content.Text != "" {
-		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content.Text})
+		blocks = append(blocks, textBlock(m.Content.Text, nil))
 	}
 	if m.Refusal != "" {
-		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Refusal})
+		blocks = append(blocks, textBlock(m.Refusal, nil))
 	}
 	for j, tc := range m.ToolCalls {
 		input, ok := argumentsObject(tc.Function.Arguments)
 		if !ok {
-			return anthropicTurn{}, anthropicRefuses(fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j),
+			return anthropicwire.Message{}, anthropicRefuses(fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j),
 				"Anthropic's tool_use input must be a JSON object")
 		}
-		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input, CacheControl: tc.CacheControl})
+		blocks = append(blocks, anthropicwire.Block{Type: "tool_use", ID: nonEmpty(tc.ID), Name: nonEmpty(tc.Function.Name),
+			Input: input, CacheControl: tc.CacheControl})
 	}
-	return anthropicTurn{Role: "assistant", Content: blocks}, nil
+	return anthropicwire.Message{Role: "assistant", Content: anthropicwire.BlockContent(blocks)}, nil
+}
+
+// nonEmpty is s as an optional field: nil, and so omitted, when empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// textBlock is a text block of s; an empty text is omitted.
+func textBlock(s string, cc *CacheControl) anthropicwire.Block {
+	return anthropicwire.Block{Type: "text", Text: nonEmpty(s), CacheControl: cc}
 }
 
 // argumentsObject reads a tool call's arguments as the JSON object
@@ -526,15 +465,15 @@ func argumentsObject(args string) (json.RawMessage, bool) {
 
 // anthropicContent is a message's content: its text as a string, or its
 // parts as blocks.
-func anthropicContent(at string, c Content, role blockRole) (any, *Unsupported) {
+func anthropicContent(at string, c Content, role blockRole) (*anthropicwire.Content, *Unsupported) {
 	if c.Parts == nil {
-		return c.Text, nil
+		return anthropicwire.TextContent(c.Text), nil
 	}
 	blocks, u := anthropicBlocks(at, c, role)
 	if u != nil {
 		return nil, u
 	}
-	return blocks, nil
+	return anthropicwire.BlockContent(blocks), nil
 }
 
 // blockRole is what blocks a message may hold: images come from users
@@ -549,13 +488,13 @@ const (
 
 // anthropicBlocks turns content parts into blocks, as role allows. It
 // returns no blocks for a content of one text.
-func anthropicBlocks(at string, c Content, role blockRole) ([]anthropicBlock, *Unsupported) {
-	blocks := []anthropicBlock{}
+func anthropicBlocks(at string, c Content, role blockRole) ([]anthropicwire.Block, *Unsupported) {
+	blocks := []anthropicwire.Block{}
 	for j, p := range c.Parts {
 		pat := fmt.Sprintf("%s.content[%d]", at, j)
 		switch p.Type {
 		case PartText:
-			blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text, CacheControl: p.CacheControl})
+			blocks = append(blocks, textBlock(p.Text, p.CacheControl))
 		case PartImage:
 			if role != blocksUser {
 				return nil, anthropicRefuses(pat, "Anthropic takes images in user and tool messages only")
@@ -564,7 +503,7 @@ func anthropicBlocks(at string, c Content, role blockRole) ([]anthropicBlock, *U
 			if u != nil {
 				return nil, u
 			}
-			blocks = append(blocks, anthropicBlock{Type: "image", Source: src, CacheControl: p.CacheControl})
+			blocks = append(blocks, anthropicwire.Block{Type: "image", Source: src, CacheControl: p.CacheControl})
 		case PartThinking, PartRedactedThinking:
 			if role != blocksAssistant {
 				return nil, anthropicRefuses(pat, "Anthropic takes thinking blocks in assistant messages only")
@@ -573,11 +512,11 @@ func anthropicBlocks(at string, c Content, role blockRole) ([]anthropicBlock, *U
 				return nil, anthropicRefuses(pat+".cache_control", "Anthropic takes no cache_control on a thinking block")
 			}
 			if p.Type == PartRedactedThinking {
-				blocks = append(blocks, anthropicBlock{Type: p.Type, Data: p.Data})
+				blocks = append(blocks, anthropicwire.Block{Type: p.Type, Data: nonEmpty(p.Data)})
 				continue
 			}
 			thinking, signature := p.Thinking, p.Signature
-			blocks = append(blocks, anthropicBlock{Type: p.Type, Thinking: &thinking, Signature: &signature})
+			blocks = append(blocks, anthropicwire.Block{Type: p.Type, Thinking: &thinking, Signature: &signature})
 		default:
 			return nil, anthropicRefuses(pat+".type", "Anthropic's Messages API has no content part "+strconv.Quote(p.Type))
 		}
@@ -589,7 +528,7 @@ func anthropicBlocks(at string, c Content, role blockRole) ([]anthropicBlock, *U
 // a base64 source with its media type, an http(s) URL a url source.
 // OpenAI's detail has no Anthropic equivalent; auto, its default, asks
 // nothing.
-func anthropicImage(at string, img *ImageURL) (*anthropicImageSource, *Unsupported) {
+func anthropicImage(at string, img *ImageURL) (*anthropicwire.ImageSource, *Unsupported) {
 	if img == nil {
 		return nil, anthropicRefuses(at+".image_url", "an image part needs an image_url")
 	}
@@ -600,17 +539,17 @@ func anthropicImage(at string, img *ImageURL) (*anthropicImageSource, *Unsupport
 	lower := strings.ToLower(u)
 	switch {
 	case strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "http://"):
-		return &anthropicImageSource{Type: "url", URL: u}, nil
+		return &anthropicwire.ImageSource{Type: "url", URL: u}, nil
 	case strings.HasPrefix(lower, "data:"):
 		meta, data, ok := strings.Cut(u[len("data:"):], ",")
 		mediaType, isBase64 := strings.CutSuffix(strings.ToLower(meta), ";base64")
 		if !ok || !isBase64 {
 			return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes data URLs in base64 only")
 		}
-		if !slices.Contains(anthropicImageTypes, mediaType) {
-			return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes base64 images of type "+strings.Join(anthropicImageTypes, ", "))
+		if !slices.Contains(anthropicwire.ImageTypes, mediaType) {
+			return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes base64 images of type "+strings.Join(anthropicwire.ImageTypes, ", "))
 		}
-		return &anthropicImageSource{Type: "base64", MediaType: mediaType, Data: data}, nil
+		return &anthropicwire.ImageSource{Type: "base64", MediaType: mediaType, Data: data}, nil
 	}
 	return nil, anthropicRefuses(at+".image_url.url", "Anthropic takes images by http(s) URL or base64 data URL")
 }

@@ -4,40 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 )
-
-type anthropicStreamRequest struct {
-	messagesRequest
-	Stream bool `json:"stream"`
-}
-
-type anthropicEvent struct {
-	Type    string `json:"type"`
-	Index   int    `json:"index"`
-	Message *struct {
-		Model string         `json:"model"`
-		Usage anthropicUsage `json:"usage"`
-	} `json:"message"`
-	ContentBlock *anthropicAnswerBlock `json:"content_block"`
-	Delta        *struct {
-		Type         string  `json:"type"`
-		Text         string  `json:"text"`
-		PartialJSON  string  `json:"partial_json"`
-		Thinking     string  `json:"thinking"`
-		Signature    string  `json:"signature"`
-		StopReason   string  `json:"stop_reason"`
-		StopSequence *string `json:"stop_sequence"`
-	} `json:"delta"`
-	// Usage, on message_delta, holds cumulative counts; the input figures
-	// are present only when they changed since message_start.
-	Usage *struct {
-		OutputTokens             tokenCount  `json:"output_tokens"`
-		InputTokens              *tokenCount `json:"input_tokens"`
-		CacheCreationInputTokens *tokenCount `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     *tokenCount `json:"cache_read_input_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
 
 // anthropicStreamState assembles a streamed answer from its events.
 type anthropicStreamState struct {
@@ -50,7 +19,7 @@ type anthropicStreamState struct {
 	callOf   map[int]int
 	finish   string
 	sequence *string // the stop sequence, when one ended the answer
-	usage    anthropicUsage
+	usage    anthropicwire.Usage
 	seen     bool   // some usage was reported
 	final    *Usage // the usage of a whole answer
 }
@@ -64,7 +33,7 @@ func (s *anthropicStreamState) emit(d Delta) {
 // event handles one event; done reports message_stop. Events of a type
 // Tollgate does not know (ping, future ones) are skipped.
 func (s *anthropicStreamState) event(data string) (done bool, err error) {
-	var ev anthropicEvent
+	var ev anthropicwire.Event
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return false, malformed(http.StatusOK, err)
 	}
@@ -81,30 +50,30 @@ func (s *anthropicStreamState) event(data string) (done bool, err error) {
 }
 
 // anthropicEventHandlers handle the events that build the answer, by type.
-var anthropicEventHandlers = map[string]func(*anthropicStreamState, anthropicEvent) error{
+var anthropicEventHandlers = map[string]func(*anthropicStreamState, anthropicwire.Event) error{
 	"message_start":       (*anthropicStreamState).messageStart,
-	"content_block_start": func(s *anthropicStreamState, ev anthropicEvent) error { s.blockStart(ev); return nil },
+	"content_block_start": func(s *anthropicStreamState, ev anthropicwire.Event) error { s.blockStart(ev); return nil },
 	"content_block_delta": (*anthropicStreamState).blockDelta,
 	"content_block_stop":  (*anthropicStreamState).blockStop,
 	"message_delta":       (*anthropicStreamState).messageDelta,
 }
 
 // anthropicDeltaHandlers handle a content block's deltas, by delta type.
-var anthropicDeltaHandlers = map[string]func(*anthropicStreamState, anthropicEvent) error{
+var anthropicDeltaHandlers = map[string]func(*anthropicStreamState, anthropicwire.Event) error{
 	"text_delta":       (*anthropicStreamState).textDelta,
 	"thinking_delta":   (*anthropicStreamState).thinkingDelta,
 	"signature_delta":  (*anthropicStreamState).signatureDelta,
 	"input_json_delta": (*anthropicStreamState).argumentsDelta,
 }
 
-func (s *anthropicStreamState) messageStart(ev anthropicEvent) error {
+func (s *anthropicStreamState) messageStart(ev anthropicwire.Event) error {
 	if ev.Message != nil {
 		s.model, s.usage, s.seen = ev.Message.Model, ev.Message.Usage, true
 	}
 	return nil
 }
 
-func (s *anthropicStreamState) blockDelta(ev anthropicEvent) error {
+func (s *anthropicStreamState) blockDelta(ev anthropicwire.Event) error {
 	if ev.Delta == nil {
 		return nil
 	}
@@ -114,47 +83,47 @@ func (s *anthropicStreamState) blockDelta(ev anthropicEvent) error {
 	return nil
 }
 
-func (s *anthropicStreamState) textDelta(ev anthropicEvent) error {
-	if ev.Delta.Text != "" {
-		s.content.textDelta(ev.Delta.Text, false)
-		s.emit(Delta{Content: ev.Delta.Text})
+func (s *anthropicStreamState) textDelta(ev anthropicwire.Event) error {
+	if text := deref(ev.Delta.Text); text != "" {
+		s.content.textDelta(text, false)
+		s.emit(Delta{Content: text})
 	}
 	return nil
 }
 
-func (s *anthropicStreamState) thinkingDelta(ev anthropicEvent) error {
-	if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Thinking != "" {
-		p.Thinking += ev.Delta.Thinking
-		s.emit(Delta{Thinking: ev.Delta.Thinking})
+func (s *anthropicStreamState) thinkingDelta(ev anthropicwire.Event) error {
+	if p, thinking := s.content.last(), deref(ev.Delta.Thinking); p != nil && p.Type == PartThinking && thinking != "" {
+		p.Thinking += thinking
+		s.emit(Delta{Thinking: thinking})
 	}
 	return nil
 }
 
-func (s *anthropicStreamState) signatureDelta(ev anthropicEvent) error {
-	if p := s.content.last(); p != nil && p.Type == PartThinking && ev.Delta.Signature != "" {
-		p.Signature += ev.Delta.Signature
-		s.emit(Delta{Signature: ev.Delta.Signature})
+func (s *anthropicStreamState) signatureDelta(ev anthropicwire.Event) error {
+	if p, signature := s.content.last(), deref(ev.Delta.Signature); p != nil && p.Type == PartThinking && signature != "" {
+		p.Signature += signature
+		s.emit(Delta{Signature: signature})
 	}
 	return nil
 }
 
 // argumentsDelta appends to a tool call's arguments; a delta for a block
 // that is no tool call is malformed.
-func (s *anthropicStreamState) argumentsDelta(ev anthropicEvent) error {
+func (s *anthropicStreamState) argumentsDelta(ev anthropicwire.Event) error {
 	n, ok := s.callOf[ev.Index]
 	if !ok {
 		return malformed(http.StatusOK, nil)
 	}
-	if ev.Delta.PartialJSON != "" {
-		s.calls[n].Function.Arguments += ev.Delta.PartialJSON
-		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: ev.Delta.PartialJSON}})
+	if frag := deref(ev.Delta.PartialJSON); frag != "" {
+		s.calls[n].Function.Arguments += frag
+		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: frag}})
 	}
 	return nil
 }
 
 // blockStop closes a block. A call without arguments streams none; its
 // arguments are the empty object, as in a whole answer.
-func (s *anthropicStreamState) blockStop(ev anthropicEvent) error {
+func (s *anthropicStreamState) blockStop(ev anthropicwire.Event) error {
 	if n, ok := s.callOf[ev.Index]; ok && s.calls[n].Function.Arguments == "" {
 		s.calls[n].Function.Arguments = "{}"
 		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, Arguments: "{}"}})
@@ -164,7 +133,7 @@ func (s *anthropicStreamState) blockStop(ev anthropicEvent) error {
 
 // messageDelta takes the stop reason and the usage so far; a count absent
 // from the delta keeps its value from message_start.
-func (s *anthropicStreamState) messageDelta(ev anthropicEvent) error {
+func (s *anthropicStreamState) messageDelta(ev anthropicwire.Event) error {
 	if ev.Delta != nil && ev.Delta.StopReason != "" {
 		s.finish, s.sequence = ev.Delta.StopReason, ev.Delta.StopSequence
 	}
@@ -175,7 +144,7 @@ func (s *anthropicStreamState) messageDelta(ev anthropicEvent) error {
 	s.seen = true
 	s.usage.OutputTokens = u.OutputTokens
 	for _, c := range []struct {
-		dst  *tokenCount
+		dst  **tokenCount
 		from *tokenCount
 	}{
 		{&s.usage.InputTokens, u.InputTokens},
@@ -183,7 +152,8 @@ func (s *anthropicStreamState) messageDelta(ev anthropicEvent) error {
 		{&s.usage.CacheReadInputTokens, u.CacheReadInputTokens},
 	} {
 		if c.from != nil {
-			*c.dst = *c.from
+			n := *c.from
+			*c.dst = &n
 		}
 	}
 	return nil
@@ -192,33 +162,35 @@ func (s *anthropicStreamState) messageDelta(ev anthropicEvent) error {
 // blockStart opens a content block: a tool call (relayed with its id and
 // name), a text block, a thinking block (its text and signature follow as
 // deltas) or a redacted thinking block (relayed whole).
-func (s *anthropicStreamState) blockStart(ev anthropicEvent) {
+func (s *anthropicStreamState) blockStart(ev anthropicwire.Event) {
 	b := ev.ContentBlock
 	if b == nil {
 		return
 	}
+	text, thinking, signature, data := deref(b.Text), deref(b.Thinking), deref(b.Signature), deref(b.Data)
 	switch b.Type {
 	case "tool_use":
 		n := len(s.calls)
 		s.callOf[ev.Index] = n
-		s.calls = append(s.calls, ToolCall{ID: b.ID, Type: "function", Function: FunctionCall{Name: b.Name}})
-		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, ID: b.ID, Name: b.Name}})
+		id, name := deref(b.ID), deref(b.Name)
+		s.calls = append(s.calls, ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: name}})
+		s.emit(Delta{ToolCall: &ToolCallDelta{Index: n, ID: id, Name: name}})
 	case "text":
-		s.content.textDelta(b.Text, true)
-		if b.Text != "" {
-			s.emit(Delta{Content: b.Text})
+		s.content.textDelta(text, true)
+		if text != "" {
+			s.emit(Delta{Content: text})
 		}
 	case "thinking":
-		s.content.thinking(b.Thinking, b.Signature)
-		if b.Thinking != "" {
-			s.emit(Delta{Thinking: b.Thinking})
+		s.content.thinking(thinking, signature)
+		if thinking != "" {
+			s.emit(Delta{Thinking: thinking})
 		}
-		if b.Signature != "" {
-			s.emit(Delta{Signature: b.Signature})
+		if signature != "" {
+			s.emit(Delta{Signature: signature})
 		}
 	case "redacted_thinking":
-		s.content.redacted(b.Data)
-		s.emit(Delta{RedactedThinking: b.Data})
+		s.content.redacted(data)
+		s.emit(Delta{RedactedThinking: data})
 	}
 }
 
@@ -267,7 +239,7 @@ func (s *anthropicStreamState) response(status int, err error) (*Response, error
 		Choices: []Choice{{Message: msg, FinishReason: anthropicFinish(s.finish)}}}
 	stopDetail(&out.Choices[0], s.finish, s.sequence)
 	if out.Usage == nil && s.seen {
-		out.Usage = s.usage.usage()
+		out.Usage = anthropicUsage(s.usage)
 	}
 	if err != nil {
 		return out, err
@@ -291,8 +263,9 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 		return nil, err
 	}
 	s := &anthropicStreamState{onDelta: onDelta, callOf: map[int]int{}}
+	body.Stream = true
 	status, err := sseCall{
-		hc: c.hc, url: c.endpoint, header: c.headers(req.Chat), payload: anthropicStreamRequest{messagesRequest: body, Stream: true},
+		hc: c.hc, url: c.endpoint, header: c.headers(req.Chat), payload: body,
 		key: req.IdempotencyKey, classify: ClassifyAnthropic,
 		onData: s.event,
 		whole:  s.whole,

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 )
 
 // The provider-neutral chat request and answer. Its JSON is OpenAI's chat
@@ -120,11 +122,8 @@ type Part struct {
 
 // CacheControl is Anthropic's prompt-cache breakpoint: the prompt up to
 // and including the block that carries it is cached, for TTL ("5m", the
-// default, or "1h").
-type CacheControl struct {
-	Type string `json:"type"` // ephemeral
-	TTL  string `json:"ttl,omitempty"`
-}
+// default, or "1h"). Chat carries it in Anthropic's own shape.
+type CacheControl = anthropicwire.CacheControl
 
 // Thinking types.
 const (
@@ -135,17 +134,9 @@ const (
 
 // ThinkingConfig is Anthropic's extended thinking: enabled with a token
 // budget, adaptive (the model decides how much), or disabled; Display
-// (summarized or omitted) says how the thinking comes back.
-type ThinkingConfig struct {
-	Type         string `json:"type"`
-	BudgetTokens int    `json:"budget_tokens,omitempty"`
-	Display      string `json:"display,omitempty"`
-}
-
-// Asks reports whether t asks for thinking (enabled or adaptive).
-func (t *ThinkingConfig) Asks() bool {
-	return t != nil && t.Type != "" && t.Type != ThinkingDisabled
-}
+// (summarized or omitted) says how the thinking comes back. Chat carries
+// it in Anthropic's own shape; Asks reports whether it asks for thinking.
+type ThinkingConfig = anthropicwire.Thinking
 
 // ImageURL is an image by http(s) URL or base64 data URL.
 type ImageURL struct {

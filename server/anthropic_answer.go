@@ -6,58 +6,24 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
 
 // How a task is answered in Anthropic's Message shape.
 
-type antMessageOut struct {
-	ID           string        `json:"id"`
-	Type         string        `json:"type"`
-	Role         string        `json:"role"`
-	Model        string        `json:"model"`
-	Content      []antBlockOut `json:"content"`
-	StopReason   *string       `json:"stop_reason"`
-	StopSequence *string       `json:"stop_sequence"`
-	Usage        antUsage      `json:"usage"`
-}
-
-// antBlockOut is a content block of an answer: text, thinking,
-// redacted_thinking or tool_use.
-type antBlockOut struct {
-	Type      string          `json:"type"`
-	Text      *string         `json:"text,omitempty"`
-	Thinking  *string         `json:"thinking,omitempty"`
-	Signature *string         `json:"signature,omitempty"`
-	Data      string          `json:"data,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-}
-
-// antUsage is Anthropic's usage: input_tokens counts only the prompt
-// tokens neither read from nor written to the cache, which are counted
-// apart.
-type antUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-}
-
 // antUsageOf is a task's usage in Anthropic's terms: Tollgate counts the
 // whole prompt as input, cache reads and writes included, so they are
 // taken out of it (never below zero, whatever a provider reported).
-func antUsageOf(u tasks.Usage) antUsage {
+func antUsageOf(u tasks.Usage) anthropicwire.Usage {
 	in := u.InputTokens
 	for _, c := range []int64{u.CachedInputTokens, u.CacheWriteTokens} {
 		if c > 0 {
 			in -= min(c, in)
 		}
 	}
-	return antUsage{InputTokens: max(in, 0), OutputTokens: u.OutputTokens,
-		CacheCreationInputTokens: max(u.CacheWriteTokens, 0), CacheReadInputTokens: max(u.CachedInputTokens, 0)}
+	return anthropicwire.FullUsage(max(in, 0), u.OutputTokens, max(u.CacheWriteTokens, 0), max(u.CachedInputTokens, 0))
 }
 
 func antMessageID(taskID string) string { return "msg_" + strings.ReplaceAll(taskID, "-", "") }
@@ -109,9 +75,9 @@ func antToolInput(args string) (json.RawMessage, bool) {
 // antBlocksOf is an answer's blocks, in order: its parts (thinking,
 // redacted thinking, text) or its text, its refusal as text, then its
 // tool calls.
-func antBlocksOf(m provider.Message) ([]antBlockOut, error) {
-	out := []antBlockOut{}
-	text := func(s string) { out = append(out, antBlockOut{Type: "text", Text: &s}) }
+func antBlocksOf(m provider.Message) ([]anthropicwire.ResponseBlock, error) {
+	out := []anthropicwire.ResponseBlock{}
+	text := func(s string) { out = append(out, anthropicwire.ResponseBlock{Type: "text", Text: &s}) }
 	if m.Content.Parts == nil && m.Content.Text != "" {
 		text(m.Content.Text)
 	}
@@ -121,9 +87,9 @@ func antBlocksOf(m provider.Message) ([]antBlockOut, error) {
 			text(p.Text)
 		case provider.PartThinking:
 			thinking, signature := p.Thinking, p.Signature
-			out = append(out, antBlockOut{Type: "thinking", Thinking: &thinking, Signature: &signature})
+			out = append(out, anthropicwire.ResponseBlock{Type: "thinking", Thinking: &thinking, Signature: &signature})
 		case provider.PartRedactedThinking:
-			out = append(out, antBlockOut{Type: "redacted_thinking", Data: p.Data})
+			out = append(out, anthropicwire.ResponseBlock{Type: "redacted_thinking", Data: p.Data})
 		}
 	}
 	if m.Refusal != "" {
@@ -134,19 +100,20 @@ func antBlocksOf(m provider.Message) ([]antBlockOut, error) {
 		if !ok {
 			return nil, errToolInput
 		}
-		out = append(out, antBlockOut{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+		out = append(out, anthropicwire.ResponseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
 	}
 	return out, nil
 }
 
 // antMessageOf is a succeeded task as a Message.
-func antMessageOf(t tasks.Task) (antMessageOut, error) {
+func antMessageOf(t tasks.Task) (anthropicwire.Response, error) {
 	c := antAnswerChoice(t)
 	blocks, err := antBlocksOf(c.Message)
 	if err != nil {
-		return antMessageOut{}, err
+		return anthropicwire.Response{}, err
 	}
 	reason, sequence := antStop(c)
-	return antMessageOut{ID: antMessageID(t.ID), Type: "message", Role: "assistant", Model: t.Result.Model,
-		Content: blocks, StopReason: &reason, StopSequence: sequence, Usage: antUsageOf(t.Result.Usage)}, nil
+	usage := antUsageOf(t.Result.Usage)
+	return anthropicwire.Response{ID: antMessageID(t.ID), Type: "message", Role: "assistant", Model: t.Result.Model,
+		Content: blocks, StopReason: &reason, StopSequence: sequence, Usage: &usage}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 	"github.com/tollgate/tollgate/tasks"
 )
 
@@ -143,8 +144,8 @@ func antAnswerOf(err error, tries int) antAnswer {
 	return a
 }
 
-func (a antAnswer) body(requestID string) map[string]any {
-	return map[string]any{"type": "error", "error": map[string]any{"type": a.typ, "message": a.message}, "request_id": requestID}
+func (a antAnswer) body(requestID string) anthropicwire.ErrorBody {
+	return anthropicwire.Error(a.typ, a.message, requestID)
 }
 
 // antRequestID is the request-id Anthropic's SDKs quote in their errors:

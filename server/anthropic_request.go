@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -25,38 +26,22 @@ import (
 // other adapters translate or refuse by name. A field or block Tollgate
 // does not carry is refused here, by its path, before anything is written.
 
-// antRequest is the body of POST /v1/messages.
+// antRequest is the body of POST /v1/messages as Tollgate reads it.
+// output_config and output_format shadow the wire type's: Tollgate does
+// not carry them, and refuses them by name whatever they hold.
 type antRequest struct {
-	Model         string                   `json:"model"`
-	MaxTokens     *int                     `json:"max_tokens"`
-	Messages      []antMessage             `json:"messages"`
-	System        *antContent              `json:"system"`
-	Metadata      *antMetadata             `json:"metadata"`
-	StopSequences []string                 `json:"stop_sequences"`
-	Stream        bool                     `json:"stream"`
-	Temperature   *float64                 `json:"temperature"`
-	TopP          *float64                 `json:"top_p"`
-	TopK          *int                     `json:"top_k"`
-	Tools         []antTool                `json:"tools"`
-	ToolChoice    *antToolChoice           `json:"tool_choice"`
-	Thinking      *provider.ThinkingConfig `json:"thinking"`
-	CacheControl  *provider.CacheControl   `json:"cache_control"`
+	anthropicwire.Request
+	OutputConfig json.RawMessage `json:"output_config"`
+	OutputFormat json.RawMessage `json:"output_format"`
 
 	extra map[string]json.RawMessage // top-level fields Tollgate does not carry
 }
 
 func (r *antRequest) setPassthrough(extra map[string]json.RawMessage) { r.extra = extra }
 
-// antCountRequest is the body of POST /v1/messages/count_tokens: the
-// prompt of a Messages request, without its output settings.
+// antCountRequest is the body of POST /v1/messages/count_tokens.
 type antCountRequest struct {
-	Model        string                   `json:"model"`
-	Messages     []antMessage             `json:"messages"`
-	System       *antContent              `json:"system"`
-	Tools        []antTool                `json:"tools"`
-	ToolChoice   *antToolChoice           `json:"tool_choice"`
-	Thinking     *provider.ThinkingConfig `json:"thinking"`
-	CacheControl *provider.CacheControl   `json:"cache_control"`
+	anthropicwire.CountTokensRequest
 
 	extra map[string]json.RawMessage
 }
@@ -65,87 +50,8 @@ func (r *antCountRequest) setPassthrough(extra map[string]json.RawMessage) { r.e
 
 // request is the count request as a Messages request.
 func (r antCountRequest) request() antRequest {
-	return antRequest{Model: r.Model, Messages: r.Messages, System: r.System, Tools: r.Tools, ToolChoice: r.ToolChoice,
-		Thinking: r.Thinking, CacheControl: r.CacheControl, extra: r.extra}
-}
-
-type antMessage struct {
-	Role    string      `json:"role"`
-	Content *antContent `json:"content"`
-}
-
-type antMetadata struct {
-	UserID *string `json:"user_id"`
-}
-
-// antContent is a string or an array of content blocks; text is set for
-// a string.
-type antContent struct {
-	text   *string
-	blocks []antBlock
-}
-
-// UnmarshalJSON reads a string or an array of blocks (scanJSON has
-// checked which).
-func (c *antContent) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = antContent{text: &s}
-		return nil
-	}
-	var blocks []antBlock
-	if err := json.Unmarshal(b, &blocks); err != nil {
-		return err
-	}
-	*c = antContent{blocks: blocks}
-	if c.blocks == nil {
-		c.blocks = []antBlock{}
-	}
-	return nil
-}
-
-// antBlock is any content block a request may hold; which fields belong
-// to which type is checked by block.
-type antBlock struct {
-	Type         string                 `json:"type"`
-	Text         *string                `json:"text"`
-	Source       *antSource             `json:"source"`
-	ID           *string                `json:"id"`
-	Name         *string                `json:"name"`
-	Input        json.RawMessage        `json:"input"`
-	ToolUseID    *string                `json:"tool_use_id"`
-	Content      *antContent            `json:"content"`
-	IsError      *bool                  `json:"is_error"`
-	Thinking     *string                `json:"thinking"`
-	Signature    *string                `json:"signature"`
-	Data         *string                `json:"data"`
-	CacheControl *provider.CacheControl `json:"cache_control"`
-}
-
-type antSource struct {
-	Type      string `json:"type"`
-	MediaType string `json:"media_type"`
-	Data      string `json:"data"`
-	URL       string `json:"url"`
-}
-
-type antTool struct {
-	Type         *string                `json:"type"`
-	Name         string                 `json:"name"`
-	Description  string                 `json:"description"`
-	InputSchema  json.RawMessage        `json:"input_schema"`
-	Strict       *bool                  `json:"strict"`
-	CacheControl *provider.CacheControl `json:"cache_control"`
-}
-
-type antToolChoice struct {
-	Type                   string `json:"type"`
-	Name                   string `json:"name"`
-	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
+	return antRequest{Request: anthropicwire.Request{Model: r.Model, Messages: r.Messages, System: r.System, Tools: r.Tools,
+		ToolChoice: r.ToolChoice, Thinking: r.Thinking, CacheControl: r.CacheControl}, extra: r.extra}
 }
 
 // antNotCarried are Messages API fields Tollgate does not carry: they
@@ -154,10 +60,6 @@ type antToolChoice struct {
 // honour on every provider.
 var antNotCarried = []string{"container", "context_management", "diagnostics", "inference_geo", "mcp_servers",
 	"output_config", "output_format", "service_tier", "speed"}
-
-// antImageTypes are the media types the Messages API takes for a base64
-// image.
-var antImageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 // antPaths maps each message of the task request back to where it came
 // from in the Messages request, so that a problem found on the task
@@ -183,7 +85,13 @@ func antFieldError(path, msg string) error {
 // not carry, and a request without a field it requires (count: a
 // count_tokens request, which has no max_tokens).
 func (r antRequest) known(count bool) error {
-	if keys := slices.Sorted(maps.Keys(r.extra)); len(keys) > 0 {
+	keys := slices.Collect(maps.Keys(r.extra))
+	for k, v := range map[string]json.RawMessage{"output_config": r.OutputConfig, "output_format": r.OutputFormat} {
+		if v != nil {
+			keys = append(keys, k)
+		}
+	}
+	if slices.Sort(keys); len(keys) > 0 {
 		k := keys[0]
 		if slices.Contains(antNotCarried, k) {
 			return antFieldError(k, "is a Messages API field Tollgate does not carry")
@@ -226,8 +134,8 @@ func (r antRequest) task(hdr antHeader, count bool) (tasks.Request, antPaths, er
 	if len(r.StopSequences) > 0 {
 		chat.Stop = provider.Stop(r.StopSequences)
 	}
-	if r.Metadata != nil && r.Metadata.UserID != nil {
-		chat.User = *r.Metadata.UserID
+	if r.Metadata != nil {
+		chat.User = r.Metadata.UserID
 	}
 	if r.System != nil {
 		m, err := antSystem(*r.System)
@@ -259,18 +167,18 @@ func seq(n int) []int {
 
 // antSystem is the system prompt as a system message: a string, or text
 // blocks (with their cache_control) as parts; nil for an empty one.
-func antSystem(c antContent) (*provider.Message, error) {
-	if c.text != nil {
-		if *c.text == "" {
+func antSystem(c anthropicwire.Content) (*provider.Message, error) {
+	if c.Text != nil {
+		if *c.Text == "" {
 			return nil, nil
 		}
-		return &provider.Message{Role: "system", Content: provider.Text(*c.text)}, nil
+		return &provider.Message{Role: "system", Content: provider.Text(*c.Text)}, nil
 	}
-	if len(c.blocks) == 0 {
+	if len(c.Blocks) == 0 {
 		return nil, nil
 	}
-	parts := make([]provider.Part, len(c.blocks))
-	for j, b := range c.blocks {
+	parts := make([]provider.Part, len(c.Blocks))
+	for j, b := range c.Blocks {
 		at := fmt.Sprintf("system[%d]", j)
 		if b.Type != "text" {
 			return nil, antFieldError(at+".type", `must be "text": the system prompt is text`)
@@ -288,7 +196,7 @@ func antSystem(c antContent) (*provider.Message, error) {
 // tool_result blocks become tool messages, then what else it holds a user
 // message; an assistant message's thinking, redacted thinking and text
 // blocks become its parts, its tool_use blocks its tool calls.
-func antMessages(msgs []antMessage, chat *provider.Chat, paths *antPaths) error {
+func antMessages(msgs []anthropicwire.Message, chat *provider.Chat, paths *antPaths) error {
 	var calls map[string]bool // the tool_use ids of the previous assistant message
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
@@ -316,18 +224,18 @@ func antMessages(msgs []antMessage, chat *provider.Chat, paths *antPaths) error 
 	return nil
 }
 
-func antUser(at string, c antContent, calls map[string]bool, chat *provider.Chat, paths *antPaths) error {
-	if c.text != nil {
-		chat.Messages = append(chat.Messages, provider.Message{Role: "user", Content: provider.Text(*c.text)})
+func antUser(at string, c anthropicwire.Content, calls map[string]bool, chat *provider.Chat, paths *antPaths) error {
+	if c.Text != nil {
+		chat.Messages = append(chat.Messages, provider.Message{Role: "user", Content: provider.Text(*c.Text)})
 		paths.msgs = append(paths.msgs, antMsgPath{at: at, result: -1})
 		return nil
 	}
-	if len(c.blocks) == 0 {
+	if len(c.Blocks) == 0 {
 		return antFieldError(at+".content", "must hold at least one block")
 	}
 	rest := antMsgPath{at: at, result: -1}
 	var parts []provider.Part
-	for j, b := range c.blocks {
+	for j, b := range c.Blocks {
 		bat := fmt.Sprintf("%s.content[%d]", at, j)
 		switch b.Type {
 		case "tool_result":
@@ -372,7 +280,7 @@ func antBlockRefused(at, typ string) error {
 }
 
 // antToolResult is a tool_result block as a tool message.
-func antToolResult(at string, b antBlock, calls map[string]bool) (provider.Message, error) {
+func antToolResult(at string, b anthropicwire.Block, calls map[string]bool) (provider.Message, error) {
 	if err := antOnly(at, b, "tool_use_id", "content", "is_error", "cache_control"); err != nil {
 		return provider.Message{}, err
 	}
@@ -387,12 +295,12 @@ func antToolResult(at string, b antBlock, calls map[string]bool) (provider.Messa
 		msg.IsError = *b.IsError
 	}
 	if c := b.Content; c != nil {
-		if c.text != nil {
-			msg.Content = provider.Text(*c.text)
+		if c.Text != nil {
+			msg.Content = provider.Text(*c.Text)
 			return msg, nil
 		}
 		parts := []provider.Part{}
-		for j, inner := range c.blocks {
+		for j, inner := range c.Blocks {
 			iat := fmt.Sprintf("%s.content[%d]", at, j)
 			if inner.Type != "text" && inner.Type != "image" {
 				return provider.Message{}, antFieldError(iat+".type", "must be text or image in a tool_result")
@@ -413,18 +321,18 @@ func antToolResult(at string, b antBlock, calls map[string]bool) (provider.Messa
 // antAssistant is an assistant message, and the ids of its tool calls.
 // Its tool_use blocks must come last: the task request keeps an
 // assistant's calls after its other blocks.
-func antAssistant(at string, c antContent) (provider.Message, antMsgPath, map[string]bool, error) {
+func antAssistant(at string, c anthropicwire.Content) (provider.Message, antMsgPath, map[string]bool, error) {
 	a := antAssistantMsg{at: at, path: antMsgPath{at: at, result: -1}, msg: provider.Message{Role: "assistant"}, ids: map[string]bool{}}
-	if c.text != nil {
-		a.msg.Content = provider.Text(*c.text)
+	if c.Text != nil {
+		a.msg.Content = provider.Text(*c.Text)
 		return a.msg, a.path, nil, nil
 	}
-	for j, b := range c.blocks {
+	for j, b := range c.Blocks {
 		if err := a.block(j, b); err != nil {
 			return a.msg, a.path, nil, err
 		}
 	}
-	if len(c.blocks) == 0 {
+	if len(c.Blocks) == 0 {
 		return a.msg, a.path, nil, antFieldError(at+".content", "must hold at least one block")
 	}
 	if a.parts != nil {
@@ -443,7 +351,7 @@ type antAssistantMsg struct {
 }
 
 // block reads the j-th block, b, by its type.
-func (a *antAssistantMsg) block(j int, b antBlock) error {
+func (a *antAssistantMsg) block(j int, b anthropicwire.Block) error {
 	bat := fmt.Sprintf("%s.content[%d]", a.at, j)
 	if b.Type != "tool_use" && len(a.msg.ToolCalls) > 0 {
 		return antFieldError(bat, "Tollgate carries an assistant message's tool_use blocks after its other blocks; move this block before them")
@@ -475,7 +383,7 @@ func (a *antAssistantMsg) block(j int, b antBlock) error {
 }
 
 // toolUse reads a tool_use block, the j-th at bat; its id must be new.
-func (a *antAssistantMsg) toolUse(j int, bat string, b antBlock) error {
+func (a *antAssistantMsg) toolUse(j int, bat string, b anthropicwire.Block) error {
 	tc, err := antToolUse(bat, b)
 	if err != nil {
 		return err
@@ -490,7 +398,7 @@ func (a *antAssistantMsg) toolUse(j int, bat string, b antBlock) error {
 }
 
 // antThinking is a thinking block passed back, as the model gave it.
-func antThinking(at string, b antBlock) (provider.Part, error) {
+func antThinking(at string, b anthropicwire.Block) (provider.Part, error) {
 	if err := antOnly(at, b, "thinking", "signature"); err != nil {
 		return provider.Part{}, err
 	}
@@ -501,7 +409,7 @@ func antThinking(at string, b antBlock) (provider.Part, error) {
 }
 
 // antRedactedThinking is a redacted thinking block passed back.
-func antRedactedThinking(at string, b antBlock) (provider.Part, error) {
+func antRedactedThinking(at string, b anthropicwire.Block) (provider.Part, error) {
 	if err := antOnly(at, b, "data"); err != nil {
 		return provider.Part{}, err
 	}
@@ -511,7 +419,7 @@ func antRedactedThinking(at string, b antBlock) (provider.Part, error) {
 	return provider.Part{Type: provider.PartRedactedThinking, Data: *b.Data}, nil
 }
 
-func antToolUse(at string, b antBlock) (provider.ToolCall, error) {
+func antToolUse(at string, b anthropicwire.Block) (provider.ToolCall, error) {
 	if err := antOnly(at, b, "id", "name", "input", "cache_control"); err != nil {
 		return provider.ToolCall{}, err
 	}
@@ -531,7 +439,7 @@ func antToolUse(at string, b antBlock) (provider.ToolCall, error) {
 }
 
 // antPart is a text or image block as a part.
-func antPart(at string, b antBlock) (provider.Part, error) {
+func antPart(at string, b anthropicwire.Block) (provider.Part, error) {
 	if b.Type == "text" {
 		return antText(at, b)
 	}
@@ -545,7 +453,7 @@ func antPart(at string, b antBlock) (provider.Part, error) {
 	return provider.Part{Type: provider.PartImage, ImageURL: &provider.ImageURL{URL: u}, CacheControl: b.CacheControl}, nil
 }
 
-func antText(at string, b antBlock) (provider.Part, error) {
+func antText(at string, b anthropicwire.Block) (provider.Part, error) {
 	if err := antOnly(at, b, "text", "cache_control"); err != nil {
 		return provider.Part{}, err
 	}
@@ -559,14 +467,19 @@ func antText(at string, b antBlock) (provider.Part, error) {
 // base64 source as a data URL, a url source as its URL. File sources
 // (Anthropic's Files API) are not carried: no other provider can read
 // them.
-func antImageURL(at string, s *antSource) (string, error) {
+func antImageURL(at string, s *anthropicwire.ImageSource) (string, error) {
 	if s == nil {
 		return "", antFieldError(at, "is required")
 	}
+	if s.FileID != "" {
+		// The wire type reads file_id for the fake provider; Tollgate
+		// takes no file source, and knows no such field.
+		return "", badRequest(fmt.Sprintf("Unknown field %q.", at+".file_id"), tasks.FieldError{Field: at + ".file_id", Message: "unknown field"})
+	}
 	switch s.Type {
 	case "base64":
-		if !slices.Contains(antImageTypes, s.MediaType) {
-			return "", antFieldError(at+".media_type", "must be "+strings.Join(antImageTypes, ", "))
+		if !slices.Contains(anthropicwire.ImageTypes, s.MediaType) {
+			return "", antFieldError(at+".media_type", "must be "+strings.Join(anthropicwire.ImageTypes, ", "))
 		}
 		if _, err := base64.StdEncoding.DecodeString(s.Data); err != nil || s.Data == "" || s.URL != "" {
 			return "", antFieldError(at+".data", "must be the image in base64")
@@ -585,7 +498,7 @@ func antImageURL(at string, s *antSource) (string, error) {
 }
 
 // antOnly refuses a field of b that its type does not have, by name.
-func antOnly(at string, b antBlock, allowed ...string) error {
+func antOnly(at string, b anthropicwire.Block, allowed ...string) error {
 	set := map[string]bool{
 		"text": b.Text != nil, "source": b.Source != nil, "id": b.ID != nil, "name": b.Name != nil,
 		"input": b.Input != nil, "tool_use_id": b.ToolUseID != nil, "content": b.Content != nil,
@@ -603,7 +516,7 @@ func antOnly(at string, b antBlock, allowed ...string) error {
 // antTools sets chat's tools and tool choice. Anthropic's server tools
 // (web search, code execution, ...) run on Anthropic's side and are not
 // carried.
-func antTools(tools []antTool, choice *antToolChoice, chat *provider.Chat) error {
+func antTools(tools []anthropicwire.Tool, choice *anthropicwire.ToolChoice, chat *provider.Chat) error {
 	for i, t := range tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		if t.Type != nil && *t.Type != "custom" {
@@ -618,7 +531,7 @@ func antTools(tools []antTool, choice *antToolChoice, chat *provider.Chat) error
 	if choice == nil {
 		return nil
 	}
-	disable := choice.DisableParallelToolUse != nil && *choice.DisableParallelToolUse
+	disable := choice.DisableParallelToolUse
 	if choice.Name != "" && choice.Type != "tool" {
 		return antFieldError("tool_choice.name", "is only allowed with type tool")
 	}

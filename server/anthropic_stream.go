@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -41,18 +43,25 @@ func (s *antStream) start() {
 		return
 	}
 	s.announced = true
-	s.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": antMessageID(s.task.ID), "type": "message", "role": "assistant", "model": s.task.Model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": antUsage{}}})
-	s.send("ping", map[string]string{"type": "ping"})
+	s.send(anthropicwire.EventMessageStart, anthropicwire.MessageStart{Type: anthropicwire.EventMessageStart,
+		Message: anthropicwire.StreamMessage{ID: antMessageID(s.task.ID), Type: "message", Role: "assistant", Model: s.task.Model,
+			Content: []anthropicwire.ResponseBlock{}, Usage: anthropicwire.FullUsage(0, 0, 0, 0)}})
+	s.send(anthropicwire.EventPing, anthropicwire.TypeOnly{Type: anthropicwire.EventPing})
 }
 
-// openBlock closes the open block and opens one of typ.
-func (s *antStream) openBlock(typ string, block map[string]any) int {
+// thinkingStart opens a thinking block: its thinking and signature
+// follow as deltas.
+func thinkingStart() anthropicwire.StreamBlock {
+	return anthropicwire.StreamBlock{Type: "thinking", Thinking: new(string), Signature: new(string)}
+}
+
+// openBlock closes the open block and opens block.
+func (s *antStream) openBlock(block anthropicwire.StreamBlock) int {
 	s.closeBlock()
-	s.open, s.signed = typ, false
+	s.open, s.signed = block.Type, false
 	s.next++
-	s.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.next - 1, "content_block": block})
+	s.send(anthropicwire.EventContentBlockStart, anthropicwire.ContentBlockStart{Type: anthropicwire.EventContentBlockStart,
+		Index: s.next - 1, ContentBlock: block})
 	return s.next - 1
 }
 
@@ -60,12 +69,13 @@ func (s *antStream) closeBlock() {
 	if s.open == "" {
 		return
 	}
-	s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.next - 1})
+	s.send(anthropicwire.EventContentBlockStop, anthropicwire.ContentBlockStop{Type: anthropicwire.EventContentBlockStop, Index: s.next - 1})
 	s.open = ""
 }
 
-func (s *antStream) blockDelta(index int, delta map[string]string) bool {
-	return s.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": delta})
+func (s *antStream) blockDelta(index int, delta anthropicwire.BlockDelta) bool {
+	return s.send(anthropicwire.EventContentBlockDelta, anthropicwire.ContentBlockDelta{Type: anthropicwire.EventContentBlockDelta,
+		Index: index, Delta: delta})
 }
 
 // delta relays one piece of the answer.
@@ -74,35 +84,35 @@ func (s *antStream) delta(d provider.Delta) bool {
 	switch {
 	case d.Thinking != "":
 		if s.open != "thinking" || s.signed {
-			s.openBlock("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+			s.openBlock(thinkingStart())
 		}
-		return s.blockDelta(s.next-1, map[string]string{"type": "thinking_delta", "thinking": d.Thinking})
+		return s.blockDelta(s.next-1, anthropicwire.ThinkingDelta(d.Thinking))
 	case d.Signature != "":
 		if s.open != "thinking" || s.signed {
-			s.openBlock("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+			s.openBlock(thinkingStart())
 		}
 		s.signed = true
-		return s.blockDelta(s.next-1, map[string]string{"type": "signature_delta", "signature": d.Signature})
+		return s.blockDelta(s.next-1, anthropicwire.SignatureDelta(d.Signature))
 	case d.RedactedThinking != "":
-		s.openBlock("redacted_thinking", map[string]any{"type": "redacted_thinking", "data": d.RedactedThinking})
+		s.openBlock(anthropicwire.StreamBlock{Type: "redacted_thinking", Data: &d.RedactedThinking})
 		s.closeBlock()
 		return !s.gone
 	case d.Content != "" || d.Refusal != "":
 		if s.open != "text" {
-			s.openBlock("text", map[string]any{"type": "text", "text": ""})
+			s.openBlock(anthropicwire.StreamBlock{Type: "text", Text: new(string)})
 		}
-		return s.blockDelta(s.next-1, map[string]string{"type": "text_delta", "text": d.Content + d.Refusal})
+		return s.blockDelta(s.next-1, anthropicwire.TextDelta(d.Content+d.Refusal))
 	case d.ToolCall != nil:
 		tc := d.ToolCall
 		index, known := s.tools[tc.Index]
 		if !known || tc.ID != "" {
-			index = s.openBlock("tool_use", map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}})
+			index = s.openBlock(anthropicwire.StreamBlock{Type: "tool_use", ID: &tc.ID, Name: &tc.Name, Input: json.RawMessage(`{}`)})
 			s.tools[tc.Index] = index
 		}
 		if tc.Arguments == "" {
 			return !s.gone
 		}
-		return s.blockDelta(index, map[string]string{"type": "input_json_delta", "partial_json": tc.Arguments})
+		return s.blockDelta(index, anthropicwire.InputJSONDelta(tc.Arguments))
 	}
 	return !s.gone
 }
@@ -123,7 +133,7 @@ func (s *antStream) replay(t tasks.Task) {
 			}
 			s.delta(provider.Delta{Content: p.Text})
 		case provider.PartThinking:
-			s.openBlock("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""})
+			s.openBlock(thinkingStart())
 			s.delta(provider.Delta{Thinking: p.Thinking})
 			s.delta(provider.Delta{Signature: p.Signature})
 		case provider.PartRedactedThinking:
@@ -144,20 +154,20 @@ func (s *antStream) finish(t tasks.Task) {
 	s.start()
 	s.closeBlock()
 	reason, sequence := antStop(antAnswerChoice(t))
-	var usage antUsage
+	usage := anthropicwire.FullUsage(0, 0, 0, 0)
 	if t.Result != nil {
 		usage = antUsageOf(t.Result.Usage)
 	}
-	s.send("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": reason, "stop_sequence": sequence}, "usage": usage})
-	s.send("message_stop", map[string]string{"type": "message_stop"})
+	s.send(anthropicwire.EventMessageDelta, anthropicwire.MessageDelta{Type: anthropicwire.EventMessageDelta,
+		Delta: anthropicwire.StopDelta{StopReason: reason, StopSequence: sequence}, Usage: usage})
+	s.send(anthropicwire.EventMessageStop, anthropicwire.TypeOnly{Type: anthropicwire.EventMessageStop})
 }
 
 // fail ends a stream that has begun with an error event, as Anthropic
 // sends one.
 func (s *antStream) fail(err error) {
 	a := antAnswerOf(err, 0)
-	s.send("error", a.body(antRequestID(s.c)))
+	s.send(anthropicwire.EventError, a.body(antRequestID(s.c)))
 }
 
 // streamMessage runs the task inline and relays the provider's stream.

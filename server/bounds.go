@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/accounts"
 	"github.com/tollgate/tollgate/budget"
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 	"github.com/tollgate/tollgate/limits"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
@@ -210,10 +211,10 @@ var fieldBounds = map[fieldKey]*bound{
 	{reflect.TypeFor[tasks.Request](), "deadline_s"}:              whole(1, tasks.MaxDeadlineS).in(" seconds"),
 
 	// POST /v1/messages: Anthropic's ranges.
-	{reflect.TypeFor[antRequest](), "max_tokens"}:  maxTokensBound,
-	{reflect.TypeFor[antRequest](), "temperature"}: decimal(0, 1),
-	{reflect.TypeFor[antRequest](), "top_p"}:       topPBound,
-	{reflect.TypeFor[antRequest](), "top_k"}:       topKBound,
+	{reflect.TypeFor[anthropicwire.Request](), "max_tokens"}:  maxTokensBound,
+	{reflect.TypeFor[anthropicwire.Request](), "temperature"}: decimal(0, 1),
+	{reflect.TypeFor[anthropicwire.Request](), "top_p"}:       topPBound,
+	{reflect.TypeFor[anthropicwire.Request](), "top_k"}:       topKBound,
 
 	// POST /v1/responses.
 	{reflect.TypeFor[respRequest](), "max_output_tokens"}: maxTokensBound,

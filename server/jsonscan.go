@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tollgate/tollgate/internal/anthropicwire"
 	"github.com/tollgate/tollgate/provider"
 	"github.com/tollgate/tollgate/tasks"
 )
@@ -165,10 +166,10 @@ type namedToolChoice struct {
 }
 
 var shapes = map[reflect.Type]shape{
-	reflect.TypeFor[provider.Content]():    {text: true, elem: reflect.TypeFor[provider.Part](), what: "a string or an array of content parts"},
-	reflect.TypeFor[provider.Stop]():       {text: true, elem: reflect.TypeFor[string](), what: "a string or an array of strings"},
-	reflect.TypeFor[provider.ToolChoice](): {text: true, obj: reflect.TypeFor[namedToolChoice](), what: `"none", "auto", "required" or {"type": "function", "function": {"name": ...}}`},
-	reflect.TypeFor[antContent]():          {text: true, elem: reflect.TypeFor[antBlock](), what: "a string or an array of content blocks"},
+	reflect.TypeFor[provider.Content]():      {text: true, elem: reflect.TypeFor[provider.Part](), what: "a string or an array of content parts"},
+	reflect.TypeFor[provider.Stop]():         {text: true, elem: reflect.TypeFor[string](), what: "a string or an array of strings"},
+	reflect.TypeFor[provider.ToolChoice]():   {text: true, obj: reflect.TypeFor[namedToolChoice](), what: `"none", "auto", "required" or {"type": "function", "function": {"name": ...}}`},
+	reflect.TypeFor[anthropicwire.Content](): {text: true, elem: reflect.TypeFor[anthropicwire.Block](), what: "a string or an array of content blocks"},
 }
 
 // value checks one JSON value bound for t at path; b, when not nil, is

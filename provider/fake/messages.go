@@ -1,7 +1,6 @@
 package fake
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/anthropicwire"
+	"github.com/tollgate/tollgate/internal/tokens"
 )
 
 // anthropicFields are the top-level fields of a Messages request; the real
@@ -20,96 +22,33 @@ var anthropicFields = []string{
 	"output_format", "service_tier", "container", "mcp_servers", "context_management",
 }
 
-type messagesRequest struct {
-	Model     string            `json:"model"`
-	MaxTokens int               `json:"max_tokens"`
-	Stream    bool              `json:"stream"`
-	System    anthropicContent  `json:"system"`
-	Messages  []messagesMessage `json:"messages"`
-	Tools     []struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
-	} `json:"tools"`
-	ToolChoice *struct {
-		Type                   string `json:"type"`
-		Name                   string `json:"name"`
-		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
-	} `json:"tool_choice"`
-	Thinking *struct {
-		Type         string `json:"type"`
-		BudgetTokens int    `json:"budget_tokens"`
-	} `json:"thinking"`
-	OutputConfig *struct {
-		Format *anthropicFormat `json:"format"`
-		Effort string           `json:"effort"`
-	} `json:"output_config"`
-	OutputFormat  *anthropicFormat `json:"output_format"`
-	StopSequences []string         `json:"stop_sequences"`
-	Temperature   *float64         `json:"temperature"`
-	TopP          *float64         `json:"top_p"`
-	TopK          *int             `json:"top_k"`
-	Metadata      *struct {
-		UserID string `json:"user_id"`
-	} `json:"metadata"`
-}
-
-type anthropicFormat struct {
-	Type   string          `json:"type"`
-	Schema json.RawMessage `json:"schema"`
-}
-
-// anthropicContent is Anthropic content: a string, or an array of blocks.
-type anthropicContent []contentBlock
-
-type contentBlock struct {
-	Type   string `json:"type"`
-	Text   string `json:"text"`
-	Source *struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-		URL       string `json:"url"`
-		FileID    string `json:"file_id"`
-	} `json:"source"`
-	ID        string           `json:"id"`
-	Name      string           `json:"name"`
-	Input     json.RawMessage  `json:"input"`
-	ToolUseID string           `json:"tool_use_id"`
-	Content   anthropicContent `json:"content"` // a tool result's
-	IsError   bool             `json:"is_error"`
-	Thinking  *string          `json:"thinking"`
-	Signature *string          `json:"signature"`
-	Data      string           `json:"data"` // a redacted_thinking block's
-}
-
-func (c *anthropicContent) UnmarshalJSON(data []byte) error {
-	data = bytes.TrimSpace(data)
-	if len(data) > 0 && data[0] == '[' {
-		var bs []contentBlock
-		if err := json.Unmarshal(data, &bs); err != nil {
-			return err
-		}
-		*c = bs
+// contentBlocks is c as blocks: a string is one text block.
+func contentBlocks(c *anthropicwire.Content) []anthropicwire.Block {
+	switch {
+	case c == nil:
 		return nil
+	case c.Text != nil:
+		return []anthropicwire.Block{{Type: "text", Text: c.Text}}
 	}
-	var s string
-	if err := json.Unmarshal(data, &s); err != nil {
-		return errors.New("content must be a string or an array of content blocks")
-	}
-	*c = anthropicContent{{Type: "text", Text: s}}
-	return nil
+	return c.Blocks
 }
 
-// text joins the text blocks and lists the images.
-func (c anthropicContent) text() (string, []image) {
+// deref is an optional field's value, "" when absent.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// contentText joins the text blocks of c and lists its images.
+func contentText(c *anthropicwire.Content) (string, []image) {
 	var sb strings.Builder
 	var imgs []image
-	for _, b := range c {
+	for _, b := range contentBlocks(c) {
 		switch {
 		case b.Type == "text":
-			sb.WriteString(b.Text)
+			sb.WriteString(deref(b.Text))
 		case b.Type == "image" && b.Source != nil:
 			switch b.Source.Type {
 			case "base64":
@@ -124,10 +63,22 @@ func (c anthropicContent) text() (string, []image) {
 	return sb.String(), imgs
 }
 
+// toolSize is the size the fake counts for a tool definition: its type,
+// name, description and input schema, each written even when empty.
+func toolSize(t anthropicwire.Tool) int {
+	def, _ := json.Marshal(struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}{deref(t.Type), t.Name, t.Description, t.InputSchema})
+	return len(def)
+}
+
 // handleMessages serves POST /v1/messages in the Anthropic Messages format.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	body := readBody(w, r)
-	var req messagesRequest
+	var req anthropicwire.Request
 	err := decodeObject(body, &req)
 	next, scripted := s.log(r, req.Model, body)
 	if scripted && !next.shapes(req.Stream) {
@@ -178,18 +129,12 @@ func unknownField(body []byte) error {
 	return fmt.Errorf("%s: Extra inputs are not permitted", unknown[0])
 }
 
-// messagesMessage is one message of a Messages request.
-type messagesMessage struct {
-	Role    string           `json:"role"`
-	Content anthropicContent `json:"content"`
-}
-
 // messagesAsk reduces req. The system prompt counts as one leading system
 // message, and a user message's tool_result blocks as tool messages before
 // what remains of it, so that a conversation hashes the same as its OpenAI
 // form.
-func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
-	a := ask{reasoning: s.reasoning[req.Model], parallel: true, n: 1, limit: req.MaxTokens}
+func (s *Server) messagesAsk(req anthropicwire.Request) (ask, error) {
+	a := ask{reasoning: s.reasoning[req.Model], parallel: true, n: 1, limit: maxTokens(req)}
 	if err := checkMessagesLimits(req); err != nil {
 		return a, err
 	}
@@ -198,8 +143,7 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 		if t.Name == "" {
 			return a, fmt.Errorf("tools.%d.name: Field required", i)
 		}
-		def, _ := json.Marshal(t)
-		a.tools = append(a.tools, tool{Name: t.Name, Schema: t.InputSchema, size: len(def)})
+		a.tools = append(a.tools, tool{Name: t.Name, Schema: t.InputSchema, size: toolSize(t)})
 	}
 	if err := a.messagesToolChoice(req); err != nil {
 		return a, err
@@ -207,7 +151,7 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 	if err := a.messagesFormat(req); err != nil {
 		return a, err
 	}
-	if sys, imgs := req.System.text(); sys != "" || imgs != nil {
+	if sys, imgs := contentText(req.System); sys != "" || imgs != nil {
 		a.turns = append(a.turns, turn{Role: "system", Content: sys})
 	}
 	if err := checkThinking(req, a.thinking); err != nil {
@@ -221,8 +165,8 @@ func (s *Server) messagesAsk(req messagesRequest) (ask, error) {
 
 // checkMessagesLimits refuses what the real API refuses of the output
 // limit and the thinking budget.
-func checkMessagesLimits(req messagesRequest) error {
-	if req.MaxTokens <= 0 {
+func checkMessagesLimits(req anthropicwire.Request) error {
+	if maxTokens(req) <= 0 {
 		// The real API requires it; so does the fake, to catch clients
 		// that forget.
 		return errors.New("max_tokens: Field required")
@@ -231,15 +175,23 @@ func checkMessagesLimits(req messagesRequest) error {
 		if t.BudgetTokens < 1024 {
 			return errors.New("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
 		}
-		if req.MaxTokens <= t.BudgetTokens {
+		if maxTokens(req) <= t.BudgetTokens {
 			return errors.New("`max_tokens` must be greater than `thinking.budget_tokens`")
 		}
 	}
 	return nil
 }
 
+// maxTokens is req's max_tokens, 0 when absent.
+func maxTokens(req anthropicwire.Request) int {
+	if req.MaxTokens == nil {
+		return 0
+	}
+	return *req.MaxTokens
+}
+
 // messagesToolChoice reduces the tool choice to OpenAI's terms.
-func (a *ask) messagesToolChoice(req messagesRequest) error {
+func (a *ask) messagesToolChoice(req anthropicwire.Request) error {
 	tc := req.ToolChoice
 	if tc == nil {
 		return nil
@@ -260,7 +212,7 @@ func (a *ask) messagesToolChoice(req messagesRequest) error {
 
 // messagesFormat reads the output format, output_config's winning over
 // the older output_format.
-func (a *ask) messagesFormat(req messagesRequest) error {
+func (a *ask) messagesFormat(req anthropicwire.Request) error {
 	format := req.OutputFormat
 	if req.OutputConfig != nil && req.OutputConfig.Format != nil {
 		format = req.OutputConfig.Format
@@ -279,7 +231,7 @@ func (a *ask) messagesFormat(req messagesRequest) error {
 // its tool calls, a user message's tool results as tool turns before what
 // remains of it. A tool result must answer a tool_use of the previous
 // assistant message.
-func (a *ask) messagesTurns(msgs []messagesMessage) error {
+func (a *ask) messagesTurns(msgs []anthropicwire.Message) error {
 	var uses map[string]bool // the tool_use ids of the previous assistant message
 	for i, m := range msgs {
 		if m.Role != "user" && m.Role != "assistant" {
@@ -301,14 +253,14 @@ func (a *ask) messagesTurns(msgs []messagesMessage) error {
 }
 
 // assistantTurn appends an assistant message and returns its tool_use ids.
-func (a *ask) assistantTurn(m messagesMessage) map[string]bool {
-	text, imgs := m.Content.text()
+func (a *ask) assistantTurn(m anthropicwire.Message) map[string]bool {
+	text, imgs := contentText(m.Content)
 	t := turn{Role: "assistant", Content: text, Images: imgs}
 	uses := map[string]bool{}
-	for _, b := range m.Content {
+	for _, b := range contentBlocks(m.Content) {
 		if b.Type == "tool_use" {
-			t.ToolCalls = append(t.ToolCalls, toolCall{ID: b.ID, Name: b.Name, Arguments: compactJSON(b.Input)})
-			uses[b.ID] = true
+			t.ToolCalls = append(t.ToolCalls, toolCall{ID: deref(b.ID), Name: deref(b.Name), Arguments: compactJSON(b.Input)})
+			uses[deref(b.ID)] = true
 		}
 	}
 	a.turns = append(a.turns, t)
@@ -317,19 +269,20 @@ func (a *ask) assistantTurn(m messagesMessage) map[string]bool {
 
 // userTurn appends the tool results of user message i, each answering
 // one of uses, then what remains of it.
-func (a *ask) userTurn(i int, m messagesMessage, uses map[string]bool) error {
-	text, imgs := m.Content.text()
+func (a *ask) userTurn(i int, m anthropicwire.Message, uses map[string]bool) error {
+	text, imgs := contentText(m.Content)
 	results := 0
-	for j, b := range m.Content {
+	for j, b := range contentBlocks(m.Content) {
 		if b.Type != "tool_result" {
 			continue
 		}
-		if !uses[b.ToolUseID] {
+		id := deref(b.ToolUseID)
+		if !uses[id] {
 			return apiMessage(fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
-				"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID))
+				"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, id))
 		}
-		rt, rimgs := b.Content.text()
-		a.turns = append(a.turns, turn{Role: "tool", Content: rt, Images: rimgs, ToolCallID: b.ToolUseID})
+		rt, rimgs := contentText(b.Content)
+		a.turns = append(a.turns, turn{Role: "tool", Content: rt, Images: rimgs, ToolCallID: id})
 		results++
 	}
 	if results == 0 || text != "" || imgs != nil {
@@ -344,13 +297,13 @@ func (a *ask) userTurn(i int, m messagesMessage, uses map[string]bool) error {
 // the fake made for another text (altered on its way back), a redacted
 // block without data; and, with thinking on, a tool loop whose calling
 // assistant message does not start with its thinking.
-func checkThinking(req messagesRequest, thinking bool) error {
+func checkThinking(req anthropicwire.Request, thinking bool) error {
 	lastAssistant := -1
 	for i, m := range req.Messages {
 		if m.Role == "assistant" {
 			lastAssistant = i
 		}
-		for j, b := range m.Content {
+		for j, b := range contentBlocks(m.Content) {
 			at := fmt.Sprintf("messages.%d.content.%d", i, j)
 			switch b.Type {
 			case "thinking":
@@ -363,7 +316,7 @@ func checkThinking(req messagesRequest, thinking bool) error {
 					return apiMessage(at + ": Invalid `signature` in `thinking` block")
 				}
 			case "redacted_thinking":
-				if b.Data == "" {
+				if deref(b.Data) == "" {
 					return fmt.Errorf("%s.redacted_thinking.data: Field required", at)
 				}
 			}
@@ -373,7 +326,7 @@ func checkThinking(req messagesRequest, thinking bool) error {
 	if !thinking || lastAssistant < 0 || lastAssistant != n-2 || !hasToolResult(req.Messages[n-1].Content) {
 		return nil
 	}
-	first := req.Messages[lastAssistant].Content
+	first := contentBlocks(req.Messages[lastAssistant].Content)
 	if len(first) == 0 || (first[0].Type != "thinking" && first[0].Type != "redacted_thinking") {
 		found := "text"
 		if len(first) > 0 {
@@ -385,8 +338,8 @@ func checkThinking(req messagesRequest, thinking bool) error {
 	return nil
 }
 
-func hasToolResult(c anthropicContent) bool {
-	for _, b := range c {
+func hasToolResult(c *anthropicwire.Content) bool {
+	for _, b := range contentBlocks(c) {
 		if b.Type == "tool_result" {
 			return true
 		}
@@ -399,35 +352,6 @@ func hasToolResult(c anthropicContent) bool {
 type apiMessage string
 
 func (m apiMessage) Error() string { return string(m) }
-
-type anthropicMessage struct {
-	ID           string           `json:"id"`
-	Type         string           `json:"type"`
-	Role         string           `json:"role"`
-	Model        string           `json:"model"`
-	Content      []anthropicBlock `json:"content"`
-	StopReason   string           `json:"stop_reason"`
-	StopSequence *string          `json:"stop_sequence"`
-	Usage        anthropicUsage   `json:"usage"`
-}
-
-type anthropicBlock struct {
-	Type      string          `json:"type"`
-	Text      *string         `json:"text,omitempty"`
-	Thinking  string          `json:"thinking,omitempty"`
-	Signature string          `json:"signature,omitempty"`
-	Data      string          `json:"data,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-}
-
-type anthropicUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens,omitempty"`
-}
 
 // stopReason translates OpenAI's finish reason.
 func stopReason(rp reply) string {
@@ -452,37 +376,55 @@ func stopReason(rp reply) string {
 
 // blocksOf lists the answer's blocks: thinking, redacted thinking, then
 // text (or the refusal's text), then tool_use.
-func blocksOf(rp reply) []anthropicBlock {
-	var out []anthropicBlock
+func blocksOf(rp reply) []anthropicwire.ResponseBlock {
+	var out []anthropicwire.ResponseBlock
 	if rp.thinking != "" {
-		out = append(out, anthropicBlock{Type: "thinking", Thinking: rp.thinking, Signature: rp.signature})
+		out = append(out, anthropicwire.ResponseBlock{Type: "thinking", Thinking: optional(rp.thinking), Signature: optional(rp.signature)})
 	}
 	if rp.redacted != "" {
-		out = append(out, anthropicBlock{Type: "redacted_thinking", Data: rp.redacted})
+		out = append(out, anthropicwire.ResponseBlock{Type: "redacted_thinking", Data: rp.redacted})
 	}
 	switch {
 	case rp.refusal != "":
 		text := rp.refusal
-		out = append(out, anthropicBlock{Type: "text", Text: &text})
+		out = append(out, anthropicwire.ResponseBlock{Type: "text", Text: &text})
 	case rp.calls == nil:
 		text := rp.content
-		out = append(out, anthropicBlock{Type: "text", Text: &text})
+		out = append(out, anthropicwire.ResponseBlock{Type: "text", Text: &text})
 	}
 	for _, c := range rp.calls {
-		out = append(out, anthropicBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)})
+		out = append(out, anthropicwire.ResponseBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)})
 	}
 	return out
+}
+
+// optional is s as an optional field: nil, and so omitted, when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// optionalCount is n as an optional count: nil, and so omitted, when 0.
+func optionalCount(n int) *tokens.Count {
+	if n == 0 {
+		return nil
+	}
+	c := tokens.Count(n)
+	return &c
 }
 
 // messageOf writes rp as a Message: input_tokens are the uncached prompt,
 // cache reads and writes are reported beside it, and reasoning tokens are
 // part of output_tokens (Anthropic does not report them apart).
-func messageOf(model string, rp reply) anthropicMessage {
-	m := anthropicMessage{
+func messageOf(model string, rp reply) anthropicwire.Response {
+	input, stop := tokens.Count(rp.prompt), stopReason(rp)
+	m := anthropicwire.Response{
 		ID: "msg_fake_" + rp.digest[:24], Type: "message", Role: "assistant", Model: cmp.Or(rp.model, model),
-		Content: blocksOf(rp), StopReason: stopReason(rp),
-		Usage: anthropicUsage{InputTokens: rp.prompt, OutputTokens: rp.out,
-			CacheCreationInputTokens: rp.cacheWrite, CacheReadInputTokens: rp.cached},
+		Content: blocksOf(rp), StopReason: &stop,
+		Usage: &anthropicwire.Usage{InputTokens: &input, OutputTokens: tokens.Count(rp.out),
+			CacheCreationInputTokens: optionalCount(rp.cacheWrite), CacheReadInputTokens: optionalCount(rp.cached)},
 	}
 	if rp.sequence != "" {
 		m.StopSequence = &rp.sequence
@@ -491,6 +433,8 @@ func messageOf(model string, rp reply) anthropicMessage {
 }
 
 // writeAnthropicError answers in the Anthropic error shape.
+// Its members are in the real API's order (type first), which
+// anthropicwire.ErrorBody, in name order, does not keep.
 func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
 	type detail struct {
 		Type    string `json:"type"`
@@ -512,57 +456,66 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, model str
 	m := messageOf(model, rp)
 	sc := rp.sc
 	out := startSSE(w, sc)
-	startUsage := map[string]int{"input_tokens": m.Usage.InputTokens, "output_tokens": 1}
-	if m.Usage.CacheCreationInputTokens > 0 {
-		startUsage["cache_creation_input_tokens"] = m.Usage.CacheCreationInputTokens
+	// message_start's message and usage are written in name order,
+	// unlike the answer's.
+	startUsage := map[string]tokens.Count{"input_tokens": *m.Usage.InputTokens, "output_tokens": 1}
+	if c := m.Usage.CacheCreationInputTokens; c != nil {
+		startUsage["cache_creation_input_tokens"] = *c
 	}
-	if m.Usage.CacheReadInputTokens > 0 {
-		startUsage["cache_read_input_tokens"] = m.Usage.CacheReadInputTokens
+	if c := m.Usage.CacheReadInputTokens; c != nil {
+		startUsage["cache_read_input_tokens"] = *c
 	}
 	start := map[string]any{"id": m.ID, "type": "message", "role": "assistant", "model": m.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": startUsage}
-	out.send("message_start", map[string]any{"type": "message_start", "message": start})
+	out.send(anthropicwire.EventMessageStart, map[string]any{"type": anthropicwire.EventMessageStart, "message": start})
 	sent := 0
-	delta := func(index int, d map[string]string) bool {
+	delta := func(index int, d anthropicwire.BlockDelta) bool {
 		if sc.StreamCutAfter > 0 && sent == sc.StreamCutAfter {
 			panic(http.ErrAbortHandler)
 		}
 		if !s.waitChunk(r, sc) {
 			return false
 		}
-		out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+		out.send(anthropicwire.EventContentBlockDelta, anthropicwire.ContentBlockDelta{Type: anthropicwire.EventContentBlockDelta, Index: index, Delta: d})
 		sent++
 		return true
 	}
 	for i, b := range m.Content {
-		var first any
-		var deltas []map[string]string
-		switch b.Type {
-		case "thinking":
-			first = map[string]string{"type": "thinking", "thinking": ""}
-			deltas = []map[string]string{{"type": "thinking_delta", "thinking": b.Thinking}, {"type": "signature_delta", "signature": b.Signature}}
-		case "redacted_thinking":
-			first = map[string]string{"type": "redacted_thinking", "data": b.Data}
-		case "text":
-			first = map[string]string{"type": "text", "text": ""}
-			for _, wd := range words(*b.Text) {
-				deltas = append(deltas, map[string]string{"type": "text_delta", "text": wd})
-			}
-		case "tool_use":
-			first = map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": map[string]any{}}
-			for _, frag := range fragments(string(b.Input), argFragment) {
-				deltas = append(deltas, map[string]string{"type": "input_json_delta", "partial_json": frag})
-			}
-		}
-		out.send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": first})
+		first, deltas := blockStart(b)
+		out.send(anthropicwire.EventContentBlockStart, anthropicwire.ContentBlockStart{Type: anthropicwire.EventContentBlockStart, Index: i, ContentBlock: first})
 		for _, d := range deltas {
 			if !delta(i, d) {
 				return
 			}
 		}
-		out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+		out.send(anthropicwire.EventContentBlockStop, anthropicwire.ContentBlockStop{Type: anthropicwire.EventContentBlockStop, Index: i})
 	}
-	out.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
-		"usage": map[string]int{"output_tokens": m.Usage.OutputTokens}})
-	out.send("message_stop", map[string]string{"type": "message_stop"})
+	out.send(anthropicwire.EventMessageDelta, anthropicwire.MessageDelta{Type: anthropicwire.EventMessageDelta,
+		Delta: anthropicwire.StopDelta{StopReason: *m.StopReason, StopSequence: m.StopSequence}, Usage: anthropicwire.Usage{OutputTokens: m.Usage.OutputTokens}})
+	out.send(anthropicwire.EventMessageStop, anthropicwire.TypeOnly{Type: anthropicwire.EventMessageStop})
+}
+
+// blockStart is how a stream opens block b, and the deltas that follow:
+// text_delta a word at a time, thinking_delta then signature_delta,
+// input_json_delta fragments of a tool's input.
+func blockStart(b anthropicwire.ResponseBlock) (anthropicwire.StreamBlock, []anthropicwire.BlockDelta) {
+	var deltas []anthropicwire.BlockDelta
+	switch b.Type {
+	case "thinking":
+		deltas = []anthropicwire.BlockDelta{anthropicwire.ThinkingDelta(deref(b.Thinking)), anthropicwire.SignatureDelta(deref(b.Signature))}
+		return anthropicwire.StreamBlock{Type: "thinking", Thinking: new(string)}, deltas
+	case "redacted_thinking":
+		return anthropicwire.StreamBlock{Type: "redacted_thinking", Data: &b.Data}, nil
+	case "text":
+		for _, wd := range words(*b.Text) {
+			deltas = append(deltas, anthropicwire.TextDelta(wd))
+		}
+		return anthropicwire.StreamBlock{Type: "text", Text: new(string)}, deltas
+	case "tool_use":
+		for _, frag := range fragments(string(b.Input), argFragment) {
+			deltas = append(deltas, anthropicwire.InputJSONDelta(frag))
+		}
+		return anthropicwire.StreamBlock{Type: "tool_use", ID: &b.ID, Name: &b.Name, Input: json.RawMessage(`{}`)}, deltas
+	}
+	return anthropicwire.StreamBlock{}, nil
 }
