@@ -1,7 +1,9 @@
 package catalog_test
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -298,18 +300,24 @@ func TestPriceListOnTheZeroConfigPath(t *testing.T) {
 	}
 }
 
-// The shipped price list loads, and knows every model of the example
-// catalog and of the zero-config defaults.
+// The built-in price list loads, and knows every model of the example
+// catalog and of the zero-config defaults, and OpenAI's reasoning models
+// as reasoning models (never sent max_tokens).
 func TestShippedPriceListLoads(t *testing.T) {
 	t.Parallel()
-	l, err := catalog.LoadPriceList("../deploy/prices/model_prices.json")
+	l, err := catalog.EmbeddedPriceList()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "o4-mini", "claude-3-5-haiku-latest",
 		"cloudflare/@cf/meta/llama-3.1-8b-instruct", "text-embedding-3-small"} {
 		if _, ok := l.Lookup(name); !ok {
-			t.Errorf("%s is not in the shipped list", name)
+			t.Errorf("%s is not in the built-in list", name)
+		}
+	}
+	for _, name := range []string{"o1", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "gpt-5-nano"} {
+		if m, ok := l.Lookup(name); !ok || !m.ReasoningModel || m.ContextWindow == 0 {
+			t.Errorf("%s = %+v, %v; want a reasoning model with its context window", name, m, ok)
 		}
 	}
 	c, err := catalog.Load("../deploy/tollgate.example.yaml", env(nil))
@@ -351,5 +359,22 @@ models:
 		if err != nil || m.Kind != cs.kind || cmp.Diff(cs.price, m.Price()) != "" {
 			t.Errorf("%s = kind %q, price %+v, %v; want kind %q, price %+v", cs.name, m.Kind, m.Price(), err, cs.kind, cs.price)
 		}
+	}
+}
+
+// deploy/prices/model_prices.json, the copy operators start from, is the
+// list built in, byte for byte.
+func TestEmbeddedPriceListIsShipped(t *testing.T) {
+	t.Parallel()
+	built, err := os.ReadFile("model_prices.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile("../deploy/prices/model_prices.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(built, shipped) {
+		t.Errorf("deploy/prices/model_prices.json differs from catalog/model_prices.json, the list built in; copy the one you edited over the other")
 	}
 }

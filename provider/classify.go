@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,9 @@ func classify(status int, header http.Header, body []byte, now func() time.Time,
 	e := &Error{Class: class, Status: status, Code: code, RetryAfter: wait, unclassified: !known}
 	if class == ClassRejected {
 		e.Param = requestParam(f.param)
+	}
+	if code == CodeContextLength {
+		e.ContextWindow, e.ContextTokens = contextFigures(f.msg)
 	}
 	e.setRaw(f.msg)
 	return e
@@ -519,4 +523,56 @@ func indexEnd(s string, i, known int) int {
 		return -1
 	}
 	return j + 1
+}
+
+// The figures of a context-length refusal, as providers word it:
+//
+//	OpenAI:    This model's maximum context length is 128000 tokens. However,
+//	           your messages resulted in 130001 tokens. (or "you requested
+//	           130001 tokens (…)")
+//	vLLM:      … maximum context length is 65536 tokens and your request has
+//	           57879 input tokens …
+//	Anthropic: prompt is too long: 210000 tokens > 200000 maximum
+//
+// The figures are kept apart (a window without a count, a count without a
+// window) when the message gives only one.
+var (
+	contextWindowRE = regexp.MustCompile(`(?i)(?:maximum context length|context window|context length|context limit)(?: of this model)? (?:is|of) (\d[\d,]*)`)
+	contextTokensRE = regexp.MustCompile(`(?i)(?:resulted in|you requested|request has|prompt has|prompt contains|input has)(?: about)? (\d[\d,]*)(?: input)? tokens`)
+	contextPairRE   = regexp.MustCompile(`(?i)(\d[\d,]*) tokens > (\d[\d,]*) maximum`)
+	// Workers AI: The estimated number of input and maximum output tokens
+	// (8810) exceeded this model context window limit (8192)
+	contextLimitRE = regexp.MustCompile(`(?i)(?:tokens \((\d[\d,]*)\) )?exceeded this model context window limit \((\d[\d,]*)\)`)
+)
+
+// maxContextFigure bounds a figure read from a message: a larger number is
+// no token count, and the bound keeps the figures well inside an int32
+// column.
+const maxContextFigure = 1_000_000_000
+
+// contextFigures reads the context window and the request's token count
+// from a context-length refusal's message, each 0 when the message does
+// not give it as a whole number of tokens from 1 to maxContextFigure.
+func contextFigures(msg string) (window, tokens int) {
+	if m := contextPairRE.FindStringSubmatch(msg); m != nil {
+		return contextFigure(m[2]), contextFigure(m[1])
+	}
+	if m := contextLimitRE.FindStringSubmatch(msg); m != nil {
+		return contextFigure(m[2]), contextFigure(m[1])
+	}
+	if m := contextWindowRE.FindStringSubmatch(msg); m != nil {
+		window = contextFigure(m[1])
+	}
+	if m := contextTokensRE.FindStringSubmatch(msg); m != nil {
+		tokens = contextFigure(m[1])
+	}
+	return window, tokens
+}
+
+func contextFigure(digits string) int {
+	n, err := strconv.Atoi(strings.ReplaceAll(digits, ",", ""))
+	if err != nil || n < 1 || n > maxContextFigure {
+		return 0
+	}
+	return n
 }

@@ -73,7 +73,7 @@ func TestClassifyAnthropic(t *testing.T) {
 			name:   "prompt too long",
 			status: 400,
 			body:   body("invalid_request_error", "prompt is too long: 200251 tokens > 200000 maximum"),
-			want:   Error{Class: ClassRejected, Status: 400, Code: CodeContextLength},
+			want:   Error{Class: ClassRejected, Status: 400, Code: CodeContextLength, ContextWindow: 200000, ContextTokens: 200251},
 		},
 		{
 			name:   "other invalid request",

@@ -81,6 +81,11 @@ func TestClassifyRealCases(t *testing.T) {
 		"openai-429-rate-limit-tpm": 174 * time.Millisecond,
 		"anthropic-429-rate-limit":  2 * time.Second,
 	}
+	// The figures of a context-length refusal: window, then tokens.
+	wantFigures := map[string][2]int{
+		"openai-400-context-length":     {4097, 4294},
+		"anthropic-400-prompt-too-long": {200000, 200251},
+	}
 	wantParam := map[string]string{
 		"openai-400-context-length": "messages",
 		"openai-400-invalid-schema": "response_format",
@@ -97,7 +102,8 @@ func TestClassifyRealCases(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Classify(%q): %v", pc.Family, err)
 			}
-			want := &Error{Class: pc.Class, Status: pc.Status, Code: wantCode[pc.ID], RetryAfter: wantWait[pc.ID], Param: wantParam[pc.ID]}
+			want := &Error{Class: pc.Class, Status: pc.Status, Code: wantCode[pc.ID], RetryAfter: wantWait[pc.ID], Param: wantParam[pc.ID],
+				ContextWindow: wantFigures[pc.ID][0], ContextTokens: wantFigures[pc.ID][1]}
 			if diff := cmp.Diff(want, got, ignoreRaw); diff != "" {
 				t.Errorf("Classify(%s) mismatch (-want +got):\n%s", pc.ID, diff)
 			}
@@ -263,7 +269,7 @@ func TestClassifyOpenAI(t *testing.T) {
 			name:   "vLLM top-level error object",
 			status: 400,
 			body:   `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`,
-			want:   Error{Class: ClassRejected, Status: 400, Code: CodeContextLength},
+			want:   Error{Class: ClassRejected, Status: 400, Code: CodeContextLength, ContextWindow: 4096, ContextTokens: 5000},
 		},
 		{
 			name:   "string error",
@@ -601,5 +607,31 @@ func TestClassifyDispatch(t *testing.T) {
 	}
 	if got, err := Classify("gemini", 429, h, body); err == nil || got != nil {
 		t.Errorf("Classify(gemini) = %v, %v; want nil and an error", got, err)
+	}
+}
+
+// A context-length refusal's figures are read as integers from the
+// provider's wordings, each kept only when the message gives it.
+func TestContextFigures(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		msg            string
+		window, tokens int
+	}{
+		{"This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens. Please reduce the length of the messages.", 128000, 130001},
+		{"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion).", 4096, 5000},
+		{"'max_tokens' is too large: 8192. This model's maximum context length is 65536 tokens and your request has 57879 input tokens (8192 > 65536 - 57879).", 65536, 57879},
+		{"prompt is too long: 210000 tokens > 200000 maximum", 200000, 210000},
+		{"Prompt is too long: 1,000,001 tokens > 1,000,000 maximum", 1_000_000, 1_000_001},
+		{"The estimated number of input and maximum output tokens (8810) exceeded this model context window limit (8192)", 8192, 8810},
+		{"This model's maximum context length is 10 tokens", 10, 0},
+		{"Your input exceeds the context window of this model. Please adjust your input and try again.", 0, 0},
+		{"This model's maximum context length is 99999999999 tokens. However, your messages resulted in 0 tokens.", 0, 0},
+		{"", 0, 0},
+	}
+	for _, c := range cases {
+		if w, n := contextFigures(c.msg); w != c.window || n != c.tokens {
+			t.Errorf("contextFigures(%q) = %d, %d; want %d, %d", c.msg, w, n, c.window, c.tokens)
+		}
 	}
 }

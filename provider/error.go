@@ -80,6 +80,13 @@ type Error struct {
 	// indices is kept (see requestParam), never the provider's text; ""
 	// when the provider named none, or the failure is not a rejection.
 	Param string
+	// ContextWindow and ContextTokens are what a context-length refusal
+	// (CodeContextLength) says of the model's window and of the request's
+	// size, in tokens, read as integers from the provider's message
+	// (contextFigures); 0 when the message gives none. Clients detect the
+	// refusal by a wording with these figures, which Tollgate rebuilds
+	// from them, never passing the provider's text on.
+	ContextWindow, ContextTokens int
 
 	// raw is behind a pointer so that printing an Error value with %v or %+v
 	// by mistake shows an address, not the provider's text.

@@ -12,18 +12,15 @@
 #        TOLLGATE_FAKE_ADDR (default here 127.0.0.1:8089: the in-process
 #        fake provider's address, fixed so that the walkthrough can script it),
 #        and everything `tollgate serve` reads (DATABASE_URL, TOLLGATE_ADDR, ...);
-#        TOLLGATE_DRAIN_DELAY_S (default here 0: no balancer to tell),
-#        TOLLGATE_PRICES_FILE defaults to the shipped price list,
-#        deploy/prices/model_prices.json (set it to "" for none)
+#        TOLLGATE_DRAIN_DELAY_S (default here 0: no balancer to tell);
+#        prices and capabilities come from the list built into tollgate
+#        unless TOLLGATE_PRICES_FILE names another file (or none)
 set -euo pipefail
 
 bin=${1:?usage: scripts/run-demo.sh BINARY}
 owner=${DEMO_OWNER:-demo}
 micros=${DEMO_BUDGET_MICROS:-5000000}
 addr=${TOLLGATE_ADDR:-127.0.0.1:8080}
-if [[ -z ${TOLLGATE_PRICES_FILE+set} ]]; then
-	export TOLLGATE_PRICES_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/prices/model_prices.json"
-fi
 
 # The address must be free before anything is written: a second `make run`
 # beside a first one would otherwise add a key, reset the budget and print
@@ -78,7 +75,7 @@ curl -sS -i http://$addr/v1/tasks \\
   -H 'Prefer: wait=5' \\
   -d '{"messages":[{"role":"user","content":"Say hello"}]}'
 
-Model prices and capabilities come from ${TOLLGATE_PRICES_FILE:-nowhere (TOLLGATE_PRICES_FILE is empty)}.
+Model prices and capabilities come from ${TOLLGATE_PRICES_FILE:-the list built into tollgate (TOLLGATE_PRICES_FILE names another, or none)}.
 
 Starting tollgate serve on $addr; Ctrl-C stops it.
 

@@ -104,7 +104,11 @@ func antAnswerOf(err error, tries int) antAnswer {
 		if tf.task.Error != nil {
 			f = *tf.task.Error
 		}
-		a := antAnswer{antKind: antKindOf(f.Code, http.StatusBadGateway), message: f.Message + " (task " + tf.task.ID + ")"}
+		msg := f.Message
+		if f.Code == tasks.CodeModelIncompatible && !f.Moderated && contextRefused(tf.detail) {
+			msg = antContextMessage(tf.detail)
+		}
+		a := antAnswer{antKind: antKindOf(f.Code, http.StatusBadGateway), message: msg + " (task " + tf.task.ID + ")"}
 		switch f.Code {
 		case tasks.CodeModelRateLimited:
 			a.retry, a.retryAfter = clientMayRetry(tf.detail, tries), max(tf.detail.Wait, time.Second)

@@ -509,8 +509,20 @@ func TestAnthropicSDKErrors(t *testing.T) {
 			script: repeat(fake.Scripted{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}, maxAttempts),
 			status: 529, typ: "overloaded_error", retry: []string{"false"}, calls: maxAttempts},
 		{name: "rejected upstream", model: "claude-model",
+			script: []fake.Scripted{{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: secret is not valid"}}`}},
+			status: 400, typ: "invalid_request_error", text: "The model provider rejected this request", retry: []string{"false"}, calls: 1},
+		// A context-length refusal keeps the wording clients detect
+		// (LangChain's ContextOverflowError: a 400 saying "prompt is too
+		// long"), with the figures the provider gave, in Tollgate's words.
+		{name: "context length upstream", model: "claude-model",
+			script: []fake.Scripted{{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum (secret)"}}`}},
+			status: 400, typ: "invalid_request_error", text: "prompt is too long: 210000 tokens > 200000 maximum", retry: []string{"false"}, calls: 1},
+		{name: "context length upstream, no figures", model: "claude-model",
 			script: []fake.Scripted{{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: secret"}}`}},
-			status: 400, typ: "invalid_request_error", retry: []string{"false"}, calls: 1},
+			status: 400, typ: "invalid_request_error", text: "prompt is too long for the model's context window", retry: []string{"false"}, calls: 1},
+		{name: "context length upstream, OpenAI-compatible", model: "gpt-model",
+			script: []fake.Scripted{{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens. org-secret","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`}},
+			status: 400, typ: "invalid_request_error", text: "prompt is too long: 130001 tokens > 128000 maximum", retry: []string{"false"}, calls: 1},
 		{name: "provider account out of credit", model: "claude-model",
 			script: []fake.Scripted{{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}`}},
 			status: 402, typ: "billing_error", retry: []string{"false"}, calls: 1},

@@ -88,6 +88,11 @@ func TestAdmissionRefusesWhatNoModelCanTake(t *testing.T) {
 			if !strings.Contains(p.Detail, "model ") {
 				t.Errorf("detail %q names no model", p.Detail)
 			}
+			// A context overflow says so in the words clients detect
+			// (LangChain: OpenAI's and Anthropic's).
+			if c.code == "context_window_exceeded" && (!strings.Contains(p.Detail, "maximum context length is 50 tokens") || !strings.Contains(p.Detail, "prompt is too long")) {
+				t.Errorf("detail %q lacks the words clients detect a context overflow by", p.Detail)
+			}
 			e.checkNothingWritten()
 			if r := e.post(key, "k1", taskBody("hello", 10), nil); r.status != http.StatusAccepted {
 				t.Errorf("the key was used: a valid request under it got %d %s", r.status, r.body)

@@ -121,6 +121,9 @@ func oaiFailure(f tasks.Failure, d tasks.FailureDetail, tries int) oaiAnswer {
 		if ok {
 			a.code = d.ProviderCode
 		}
+		if contextRefused(d) {
+			a.message = oaiContextMessage(d)
+		}
 		a.param = cmp.Or(d.ProviderParam, param)
 	case tasks.CodeModelRateLimited:
 		// The wait is the provider's, whether or not the SDK may retry:

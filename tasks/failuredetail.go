@@ -22,6 +22,11 @@ type FailureDetail struct {
 	// last attempt (which the key's pause caps), less the time already
 	// waited.
 	Wait time.Duration
+	// ContextWindow and ContextTokens are the figures of the last
+	// attempt's context-length refusal (provider.Error.ContextWindow,
+	// ContextTokens): integers read from the provider's message, 0 when
+	// it gave none.
+	ContextWindow, ContextTokens int
 	// Attempts is how many provider calls the task made, MaxAttempts its
 	// bound. A task that ended with attempts unspent (a stream makes
 	// one) leaves the rest to the client's retries.
@@ -47,15 +52,17 @@ func (s *reader) failureDetail(ctx context.Context, owner, id string) (FailureDe
 	}
 	d := FailureDetail{Attempts: t.Attempts, MaxAttempts: s.cfg.maxAttemptsOf(t)}
 	var code, param *string
+	var window, tokens *int
 	err = s.pool.QueryRow(ctx, `
 		WITH last AS (
-			SELECT error_code, error_param, error_retry_at, provider_key FROM task_attempts
+			SELECT error_code, error_param, error_retry_at, provider_key, context_window, context_tokens FROM task_attempts
 			WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1)
 		SELECT (SELECT error_code FROM last), (SELECT error_param FROM last),
+		       (SELECT context_window FROM last), (SELECT context_tokens FROM last),
 		       GREATEST((SELECT paused_until - now() FROM provider_keys
 		                  WHERE key = COALESCE((SELECT provider_key FROM last), $2) AND state = 'paused'),
 		                (SELECT error_retry_at - now() FROM last), interval '0')`,
-		t.ID, modelKey).Scan(&code, &param, &d.Wait)
+		t.ID, modelKey).Scan(&code, &param, &window, &tokens, &d.Wait)
 	if err != nil {
 		return FailureDetail{}, fmt.Errorf("tasks: failure detail: %w", err)
 	}
@@ -64,6 +71,12 @@ func (s *reader) failureDetail(ctx context.Context, owner, id string) (FailureDe
 	}
 	if param != nil {
 		d.ProviderParam = *param
+	}
+	if window != nil {
+		d.ContextWindow = *window
+	}
+	if tokens != nil {
+		d.ContextTokens = *tokens
 	}
 	return d, nil
 }

@@ -108,8 +108,11 @@ func (f *modelFit) fits(m catalog.Model, req Request) *RefusedError {
 	}
 	in, out := f.inputTokens(m, req.Chat), int64(f.outputLimit(m, req))
 	if !m.Fits(in, out) {
+		// The words clients detect a context overflow by, OpenAI's
+		// ("maximum context length") and Anthropic's ("prompt is too
+		// long"), as a provider's refusal is answered (server).
 		return &RefusedError{Field: "messages", Code: CodeContextWindowExceeded,
-			Message: fmt.Sprintf("model %s has a context window of %d tokens; this request needs about %d input tokens plus %d output",
+			Message: fmt.Sprintf("prompt is too long for model %s: its maximum context length is %d tokens; this request needs about %d input tokens plus %d output",
 				m.Name, m.ContextWindow, in, out)}
 	}
 	if c, ok := f.clients[m.Provider].(provider.Checker); ok {

@@ -105,6 +105,7 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 	var class, code, param *string
 	var status *int
 	var retryAfter *time.Duration // NULL: the provider asked for no wait
+	var window, tokens *int       // NULL: no context-length figure given
 	if pe != nil {
 		c, k, st := string(pe.Class), pe.Code, pe.Status
 		class, code, status = &c, &k, &st
@@ -114,11 +115,17 @@ func queueJournal(batch *pgx.Batch, b *begunAttempt, state string, pe *provider.
 		if pe.RetryAfter > 0 {
 			retryAfter = &pe.RetryAfter
 		}
+		if pe.ContextWindow > 0 {
+			window = &pe.ContextWindow
+		}
+		if pe.ContextTokens > 0 {
+			tokens = &pe.ContextTokens
+		}
 	}
 	batch.Queue(`
 		UPDATE task_attempts SET state = $3, class = $4, error_code = $5, provider_status = $6, error_param = $7,
-		       error_retry_at = now() + $8::interval, finished_at = now()
-		WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status, param, retryAfter)
+		       error_retry_at = now() + $8::interval, context_window = $9, context_tokens = $10, finished_at = now()
+		WHERE task_id = $1 AND attempt = $2 AND state = 'sent'`, b.task.ID, b.attempt, state, class, code, status, param, retryAfter, window, tokens)
 }
 
 // queueImplausibleUsage flags b's journal entry, queued before it, as

@@ -55,7 +55,7 @@ type config struct {
 	DrainDelay    time.Duration
 	HeaderTimeout time.Duration
 	PricesSpec    string
-	PricesFile    string // TOLLGATE_PRICES_FILE: a price list in LiteLLM's format
+	PricesFile    string // TOLLGATE_PRICES_FILE: a price list in LiteLLM's format, "none", or "embedded" for the built-in one
 	PriceModels   int    // the models the price list gives
 	PassThrough   bool   // TOLLGATE_PASS_THROUGH=on: with a price list, unknown names still pass through
 	ConfigFile    string
@@ -173,8 +173,21 @@ func webhookAllow(getenv func(string) string) ([]netip.Prefix, error) {
 	return webhooks.ParseAllow(getenv("TOLLGATE_WEBHOOK_ALLOW"))
 }
 
-// usePriceList reads TOLLGATE_PASS_THROUGH and the price list
-// TOLLGATE_PRICES_FILE names, if any, into the catalog.
+// Values of TOLLGATE_PRICES_FILE that name no file.
+const (
+	// pricesNone: no price list at all.
+	pricesNone = "none"
+	// pricesEmbedded is what the start-up log names as the price list
+	// when it is the one built into the binary (catalog.EmbeddedPriceList).
+	pricesEmbedded = "embedded"
+)
+
+// usePriceList reads TOLLGATE_PASS_THROUGH and puts a price list into the
+// catalog: the file TOLLGATE_PRICES_FILE names, none when it says none,
+// else, on the zero-config path, the list built into the binary. A
+// catalog file takes a list only when TOLLGATE_PRICES_FILE names one: a
+// list makes every name it has a model clients may call, which a catalog
+// file's operator chose its models to prevent.
 func (c *config) usePriceList(getenv func(string) string) error {
 	switch v := getenv("TOLLGATE_PASS_THROUGH"); v {
 	case "", "off":
@@ -184,15 +197,26 @@ func (c *config) usePriceList(getenv func(string) string) error {
 		return fmt.Errorf("TOLLGATE_PASS_THROUGH must be on or off, not %q", v)
 	}
 	c.PricesFile = getenv("TOLLGATE_PRICES_FILE")
-	if c.PricesFile == "" {
+	var (
+		l   *catalog.PriceList
+		err error
+	)
+	setting := "TOLLGATE_PRICES_FILE"
+	switch {
+	case c.PricesFile == pricesNone || (c.PricesFile == "" && c.ConfigFile != ""):
 		return nil
+	case c.PricesFile == "":
+		c.PricesFile = pricesEmbedded
+		setting = "the built-in price list (TOLLGATE_PRICES_FILE=none for none)"
+		l, err = catalog.EmbeddedPriceList()
+	default:
+		l, err = catalog.LoadPriceList(c.PricesFile)
 	}
-	l, err := catalog.LoadPriceList(c.PricesFile)
 	if err != nil {
-		return fmt.Errorf("TOLLGATE_PRICES_FILE: %w", err)
+		return fmt.Errorf("%s: %w", setting, err)
 	}
 	if err := c.Catalog.UsePriceList(l, c.PassThrough); err != nil {
-		return fmt.Errorf("TOLLGATE_PRICES_FILE: %w", err)
+		return fmt.Errorf("%s: %w", setting, err)
 	}
 	c.PriceModels = l.Len()
 	return nil
@@ -243,8 +267,8 @@ func (c config) logValue() slog.Value {
 
 // priceSource names where a model's price comes from, the winner first: a
 // catalog file's own prices, else TOLLGATE_PRICES or the built-in
-// defaults it falls back to; then the price list, for the models those
-// leave out. An operator who set two sources reads which one counts.
+// defaults it falls back to; then the price list (TOLLGATE_PRICES_FILE's
+// or the embedded one), for the models those leave out. An operator who set two sources reads which one counts.
 func (c config) priceSource() string {
 	first := "TOLLGATE_PRICES"
 	switch {
@@ -253,10 +277,13 @@ func (c config) priceSource() string {
 	case c.PricesSpec == defaultPrices:
 		first = "built-in defaults"
 	}
-	if c.PricesFile != "" {
-		return first + ", then TOLLGATE_PRICES_FILE"
+	switch c.PricesFile {
+	case "", pricesNone:
+		return first
+	case pricesEmbedded:
+		return first + ", then the embedded price list"
 	}
-	return first
+	return first + ", then TOLLGATE_PRICES_FILE"
 }
 
 // prefixesForLog is TOLLGATE_WEBHOOK_ALLOW as read, comma-separated.

@@ -96,6 +96,8 @@ func TestPriceSource(t *testing.T) {
 	}{
 		{"nothing set", config{PricesSpec: defaultPrices}, "built-in defaults"},
 		{"TOLLGATE_PRICES", config{PricesSpec: "m=1:2"}, "TOLLGATE_PRICES"},
+		{"defaults and the embedded list", config{PricesSpec: defaultPrices, PricesFile: pricesEmbedded}, "built-in defaults, then the embedded price list"},
+		{"defaults and no list", config{PricesSpec: defaultPrices, PricesFile: pricesNone}, "built-in defaults"},
 		{"defaults and a price list", config{PricesSpec: defaultPrices, PricesFile: "p.json"}, "built-in defaults, then TOLLGATE_PRICES_FILE"},
 		{"TOLLGATE_PRICES and a price list", config{PricesSpec: "m=1:2", PricesFile: "p.json"}, "TOLLGATE_PRICES, then TOLLGATE_PRICES_FILE"},
 		{"a catalog file", config{ConfigFile: "c.yaml", PricesSpec: "m=1:2"}, "TOLLGATE_CONFIG"},
@@ -108,9 +110,11 @@ func TestPriceSource(t *testing.T) {
 	}
 }
 
-// TOLLGATE_PRICES_FILE loads a price list into the catalog and turns
-// pass-through off unless TOLLGATE_PASS_THROUGH=on; a bad file or switch
-// stops the start, naming the variable.
+// TOLLGATE_PRICES_FILE loads a price list into the catalog, the embedded
+// one unless it names a file or none (and with a catalog file, none
+// unless it names one), and turns pass-through off unless
+// TOLLGATE_PASS_THROUGH=on; a bad file or switch stops the start, naming
+// the variable.
 func TestPriceListSettings(t *testing.T) {
 	dir := t.TempDir()
 	inexact := filepath.Join(dir, "inexact.json")
@@ -125,6 +129,10 @@ func TestPriceListSettings(t *testing.T) {
 	if err := os.WriteFile(formula, []byte(`{"gpt-4o-mini": {"input_cost_per_token": 1.5e-07}, "=cmd|' /C calc'!A0": {"input_cost_per_token": 1e-06}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	catalogFile := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(catalogFile, []byte("providers: [{key: main, kind: openai, base_url: fake}]\nmodels: [{name: gpt-4o-mini, provider: main}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	const shipped = "../../deploy/prices/model_prices.json"
 	cases := []struct {
 		name        string
@@ -133,8 +141,13 @@ func TestPriceListSettings(t *testing.T) {
 		wantFile    string
 		passThrough bool // a typo passes through
 	}{
-		{"no list", nil, "", "", true},
-		{"no list, switch on", map[string]string{"TOLLGATE_PASS_THROUGH": "on"}, "", "", true},
+		{"nothing set", nil, "", pricesEmbedded, false},
+		{"nothing set, switch on", map[string]string{"TOLLGATE_PASS_THROUGH": "on"}, "", pricesEmbedded, true},
+		{"no list", map[string]string{"TOLLGATE_PRICES_FILE": "none"}, "", pricesNone, true},
+		{"no list, switch on", map[string]string{"TOLLGATE_PRICES_FILE": "none", "TOLLGATE_PASS_THROUGH": "on"}, "", pricesNone, true},
+		{"None is a file name", map[string]string{"TOLLGATE_PRICES_FILE": "None"}, "TOLLGATE_PRICES_FILE: price list: open None", "", false},
+		{"a catalog file", map[string]string{"TOLLGATE_CONFIG": catalogFile}, "", "", false},
+		{"a catalog file and the shipped list", map[string]string{"TOLLGATE_CONFIG": catalogFile, "TOLLGATE_PRICES_FILE": shipped}, "", shipped, false},
 		{"the shipped list", map[string]string{"TOLLGATE_PRICES_FILE": shipped}, "", shipped, false},
 		{"the shipped list, switch off", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "TOLLGATE_PASS_THROUGH": "off"}, "", shipped, false},
 		{"the shipped list, switch on", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "TOLLGATE_PASS_THROUGH": "on"}, "", shipped, true},
@@ -146,6 +159,8 @@ func TestPriceListSettings(t *testing.T) {
 		{"a model priced twice", map[string]string{"TOLLGATE_PRICES": "m=1:2,m =3:4"}, `TOLLGATE_PRICES: budget: price "m =3:4": model "m" is priced twice`, "", false},
 		{"a control character in TOLLGATE_PRICES", map[string]string{"TOLLGATE_PRICES": "m\x1b[2J=1:2"}, `TOLLGATE_PRICES: model "m\x1b[2J": names may not hold control`, "", false},
 		{"default model not listed", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "MODEL_NAME": "private-model"}, `"private-model"`, "", false},
+		{"default model not in the embedded list", map[string]string{"MODEL_NAME": "private-model"}, `the built-in price list (TOLLGATE_PRICES_FILE=none for none): catalog: default model "private-model"`, "", false},
+		{"default model not listed, no list", map[string]string{"TOLLGATE_PRICES_FILE": "none", "MODEL_NAME": "private-model"}, "", pricesNone, true},
 		{"default model not listed, switch on", map[string]string{"TOLLGATE_PRICES_FILE": shipped, "MODEL_NAME": "private-model", "TOLLGATE_PASS_THROUGH": "on"}, "", shipped, true},
 	}
 	for _, c := range cases {
@@ -160,7 +175,7 @@ func TestPriceListSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.PricesFile != c.wantFile || (c.wantFile != "") != (cfg.PriceModels > 0) {
+			if listed := c.wantFile != "" && c.wantFile != pricesNone; cfg.PricesFile != c.wantFile || listed != (cfg.PriceModels > 0) {
 				t.Errorf("PricesFile %q with %d models, want %q", cfg.PricesFile, cfg.PriceModels, c.wantFile)
 			}
 			_, priced, err := cfg.Catalog.Resolve("gpt-4o-mnii")

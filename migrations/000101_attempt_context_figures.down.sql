@@ -1,0 +1,3 @@
+ALTER TABLE task_attempts
+    DROP COLUMN IF EXISTS context_window,
+    DROP COLUMN IF EXISTS context_tokens;
