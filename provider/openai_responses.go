@@ -83,39 +83,20 @@ func encodePayload(payload any) ([]byte, error) {
 }
 
 // SpliceMember returns the JSON object obj with its top-level member key
-// set to value (valid JSON): every occurrence of the key has its value
-// replaced in place, or, absent, the member is added first. The rest of
-// obj is kept byte for byte. It fails when obj is not a JSON object.
+// set to value (valid JSON), or removed when value is nil: every
+// occurrence of the key has its value replaced in place (or the member
+// removed), or, absent, the member is added first. The rest of obj is
+// kept byte for byte. It fails when obj is not a JSON object.
 func SpliceMember(obj []byte, key string, value []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errors.New("provider: a native body must be a JSON object")
-	}
-	open := int(dec.InputOffset())
-	type span struct{ start, end int }
-	var found []span
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if tok == key {
-			end := int(dec.InputOffset())
-			found = append(found, span{end - len(v), end})
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, errors.New("provider: a native body must be a JSON object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("provider: trailing data after the native body")
+	found, open, err := memberSpans(obj, key)
+	if err != nil {
+		return nil, err
 	}
 	var out bytes.Buffer
 	if len(found) == 0 {
+		if value == nil {
+			return obj, nil
+		}
 		name, _ := marshalNoEscape(key)
 		out.Write(obj[:open])
 		out.Write(name)
@@ -129,12 +110,64 @@ func SpliceMember(obj []byte, key string, value []byte) ([]byte, error) {
 	}
 	last := 0
 	for _, s := range found {
+		if value == nil {
+			out.Write(obj[last:s.member])
+			last = s.end
+			if s.member == open {
+				// The first member: its comma follows it.
+				rest := bytes.TrimLeft(obj[s.end:], " \t\r\n")
+				if len(rest) > 0 && rest[0] == ',' {
+					last = len(obj) - len(rest) + 1
+				}
+			}
+			continue
+		}
 		out.Write(obj[last:s.start])
 		out.Write(value)
 		last = s.end
 	}
 	out.Write(obj[last:])
 	return out.Bytes(), nil
+}
+
+// memberSpan is where one member of an object lies: from the end of what
+// precedes it (the opening brace, or the previous value, so that its
+// comma is included), its value's start, and its value's end.
+type memberSpan struct{ member, start, end int }
+
+// memberSpans finds the top-level members named key in obj, and where
+// obj's first member may begin (after its opening brace).
+func memberSpans(obj []byte, key string) ([]memberSpan, int, error) {
+	notObject := errors.New("provider: a native body must be a JSON object")
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, 0, notObject
+	}
+	open := int(dec.InputOffset())
+	prev := open
+	var found []memberSpan
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, 0, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, 0, err
+		}
+		end := int(dec.InputOffset())
+		if tok == key {
+			found = append(found, memberSpan{prev, end - len(v), end})
+		}
+		prev = end
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, 0, notObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, 0, errors.New("provider: trailing data after the native body")
+	}
+	return found, open, nil
 }
 
 // completeResponses makes one non-streamed Responses call.
