@@ -479,6 +479,8 @@ func messageItem(raw json.RawMessage, at string, note func(string)) (provider.Me
 			return provider.Message{}, err
 		}
 		if !ok {
+			// An empty text holds its place: the chat is never sent.
+			parts = append(parts, provider.Part{Type: provider.PartText})
 			continue
 		}
 		assistantPart := p.Type == "output_text" || p.Type == "refusal"
@@ -576,6 +578,7 @@ func toolOutput(raw json.RawMessage, at string, note func(string)) (provider.Con
 			return provider.Content{}, err
 		}
 		if !ok {
+			parts = append(parts, provider.Part{Type: provider.PartText})
 			continue
 		}
 		if p.Type != "input_text" {
