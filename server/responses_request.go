@@ -282,29 +282,8 @@ func (in respRequest) call() (respCall, error) {
 		call.previous, conv.Previous = id, id
 	}
 	call.unmodeled = origins.unmodeled
-	for i, rawTool := range in.Tools {
-		t, ok, err := functionTool(rawTool, fmt.Sprintf("tools[%d]", i), call.note)
-		if err != nil {
-			return respCall{}, err
-		}
-		if ok {
-			r.Tools = append(r.Tools, t)
-		}
-	}
-	if r.ToolChoice, err = toolChoice(in.ToolChoice, call.note); err != nil {
+	if err := in.tools(&call, &r); err != nil {
 		return respCall{}, err
-	}
-	r.ParallelToolCalls = in.ParallelToolCalls
-	if len(r.Tools) == 0 && len(in.Tools) > 0 {
-		// Every tool is one chat cannot say: so is the choice among them.
-		if r.ToolChoice != nil {
-			r.ToolChoice = nil
-			call.note("tool_choice")
-		}
-		if r.ParallelToolCalls != nil {
-			r.ParallelToolCalls = nil
-			call.note("parallel_tool_calls")
-		}
 	}
 	if in.Text != nil {
 		if r.ResponseFormat, err = textFormat(in.Text.Format); err != nil {
@@ -342,6 +321,37 @@ func (in respRequest) call() (respCall, error) {
 
 // note lists path among what the chat cannot say.
 func (c *respCall) note(path string) { c.unmodeled = append(c.unmodeled, path) }
+
+// tools sets r's tools, tool choice and parallel_tool_calls, noting in
+// call what of them the chat cannot say.
+func (in respRequest) tools(call *respCall, r *tasks.Request) error {
+	var err error
+	for i, rawTool := range in.Tools {
+		t, ok, err := functionTool(rawTool, fmt.Sprintf("tools[%d]", i), call.note)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.Tools = append(r.Tools, t)
+		}
+	}
+	if r.ToolChoice, err = toolChoice(in.ToolChoice, call.note); err != nil {
+		return err
+	}
+	r.ParallelToolCalls = in.ParallelToolCalls
+	if len(r.Tools) == 0 && len(in.Tools) > 0 {
+		// Every tool is one chat cannot say: so is the choice among them.
+		if r.ToolChoice != nil {
+			r.ToolChoice = nil
+			call.note("tool_choice")
+		}
+		if r.ParallelToolCalls != nil {
+			r.ParallelToolCalls = nil
+			call.note("parallel_tool_calls")
+		}
+	}
+	return nil
+}
 
 // inputMessages turns input (a string, or a list of items) into chat
 // messages, and names the input field each came from.
