@@ -38,6 +38,12 @@ type Provider struct {
 	// max_tokens. A reasoning model is always sent max_completion_tokens,
 	// and a client's own limit always goes under the name the client used.
 	MaxTokensParam string `yaml:"max_tokens_param"` // openai only
+	// Responses says how a request made in OpenAI's Responses API goes
+	// to this provider: "" (the default) carries natively to its
+	// /responses what chat completions cannot say and translates the
+	// rest to chat completions; native always carries natively; chat
+	// never does, for a compatible server without /responses.
+	Responses string `yaml:"responses"` // openai only
 	// APIKey is resolved from APIKeyEnv at load; never logged.
 	APIKey string `yaml:"-"`
 }
@@ -341,6 +347,10 @@ func (p Provider) check(kinds map[string]string) error {
 		return fmt.Errorf("max_tokens_param must be max_tokens or max_completion_tokens, not %q", p.MaxTokensParam)
 	case p.MaxTokensParam != "" && p.Kind != "openai":
 		return errors.New("max_tokens_param applies to kind openai only; other kinds have one name for the output limit")
+	case p.Responses != "" && !slices.Contains(provider.ResponsesModes(), p.Responses):
+		return fmt.Errorf("responses must be native or chat, not %q", p.Responses)
+	case p.Responses != "" && p.Kind != "openai":
+		return errors.New("responses applies to kind openai only: other kinds are never sent a Responses request as it came")
 	}
 	return nil
 }
@@ -554,7 +564,7 @@ func (c *Catalog) Clients(hc *http.Client, fakeRoot string) (map[string]provider
 				base += "/v1"
 			}
 		}
-		client, err := provider.New(p.Kind, provider.Options{BaseURL: base, APIKey: p.APIKey, AccountID: p.AccountID, HTTPClient: hc})
+		client, err := provider.New(p.Kind, provider.Options{BaseURL: base, APIKey: p.APIKey, AccountID: p.AccountID, HTTPClient: hc, Responses: p.Responses})
 		if err != nil {
 			return nil, fmt.Errorf("catalog: provider %q: %w", p.Key, err)
 		}

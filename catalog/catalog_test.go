@@ -111,6 +111,8 @@ func TestCapabilityAndLimitSettingsAreValidated(t *testing.T) {
 		{"class price above the bound", okProvider + "models: [{name: m, provider: p, reasoning_micros_per_mtok: 1000000000001}]\n", "prices must be"},
 		{"unknown limit name", "providers: [{key: p, kind: openai, max_tokens_param: max_output}]\n", "max_tokens_param must be"},
 		{"limit name on another kind", "providers: [{key: p, kind: anthropic, max_tokens_param: max_tokens}]\n", "kind openai only"},
+		{"unknown Responses mode", "providers: [{key: p, kind: openai, responses: always}]\n", "responses must be native or chat"},
+		{"Responses mode on another kind", "providers: [{key: p, kind: anthropic, responses: native}]\n", "responses applies to kind openai only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

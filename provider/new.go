@@ -34,6 +34,10 @@ type Options struct {
 	// followed, whatever its CheckRedirect (NoRedirects). Deadlines
 	// come from the ctx passed to Complete.
 	HTTPClient *http.Client
+	// Responses says how an openai client takes a request made in
+	// OpenAI's Responses API: ResponsesAuto (""), ResponsesNative or
+	// ResponsesChat (openai_responses.go). Ignored for other kinds.
+	Responses string
 }
 
 var defaultBaseURL = map[string]string{
@@ -44,6 +48,7 @@ var defaultBaseURL = map[string]string{
 
 // New returns the Client for kind (KindOpenAI, KindAnthropic or
 // KindCloudflare). It fails, without any network call, for an unknown kind,
+// an unknown Responses mode,
 // a BaseURL that is not an absolute http(s) URL, or a cloudflare client
 // without an AccountID.
 func New(kind string, opts Options) (Client, error) {
@@ -57,6 +62,9 @@ func New(kind string, opts Options) (Client, error) {
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("provider: %s base URL must be an absolute http(s) URL", kind)
 	}
+	if r := opts.Responses; r != ResponsesAuto && r != ResponsesNative && r != ResponsesChat {
+		return nil, fmt.Errorf("provider: responses must be %s or %s, not %q", ResponsesNative, ResponsesChat, r)
+	}
 	switch kind {
 	case KindAnthropic:
 		return NewAnthropic(base, opts.APIKey, opts.HTTPClient), nil
@@ -66,7 +74,9 @@ func New(kind string, opts Options) (Client, error) {
 		}
 		return NewCloudflare(base, opts.AccountID, opts.APIKey, opts.HTTPClient), nil
 	}
-	return NewOpenAI(base, opts.APIKey, opts.HTTPClient), nil
+	c := NewOpenAI(base, opts.APIKey, opts.HTTPClient)
+	c.responses = opts.Responses
+	return c, nil
 }
 
 // Classify classifies a non-2xx response in kind's wire format with the

@@ -30,8 +30,13 @@ import (
 type OpenAI struct {
 	endpoint   string
 	embeddings string // the embeddings endpoint (embed.go)
-	apiKey     string
-	hc         *http.Client
+	// responsesURL is the Responses endpoint, and responses how
+	// Responses requests go (ResponsesAuto, ResponsesNative or
+	// ResponsesChat; openai_responses.go).
+	responsesURL string
+	responses    string
+	apiKey       string
+	hc           *http.Client
 }
 
 var (
@@ -51,8 +56,10 @@ func NewOpenAI(baseURL, apiKey string, hc *http.Client) *OpenAI {
 	return &OpenAI{
 		endpoint:   strings.TrimRight(baseURL, "/") + "/chat/completions",
 		embeddings: strings.TrimRight(baseURL, "/") + "/embeddings",
-		apiKey:     apiKey,
-		hc:         hc,
+		// A Responses request carried natively (openai_responses.go).
+		responsesURL: strings.TrimRight(baseURL, "/") + "/responses",
+		apiKey:       apiKey,
+		hc:           hc,
 	}
 }
 
@@ -132,6 +139,9 @@ func checkPassthrough(extra map[string]json.RawMessage) error {
 // Message.Refusal. A request Check refuses is ClassRejected
 // "invalid_request", sent nowhere.
 func (c *OpenAI) Complete(ctx context.Context, req Request) (*Response, error) {
+	if c.nativeCall(req.Chat) {
+		return c.completeResponses(ctx, req)
+	}
 	body, err := openAIBody(req.Chat, false)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -32,7 +31,7 @@ type sseCall struct {
 }
 
 func (c sseCall) do(ctx context.Context) (status int, err error) {
-	payload, err := json.Marshal(c.payload)
+	payload, err := encodePayload(c.payload)
 	if err != nil {
 		return 0, rejectedLocally(err)
 	}

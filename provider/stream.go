@@ -33,6 +33,9 @@ const maxEventBytes = 1 << 20
 // their argument fragments joined, the finish reason and the logprobs.
 // Its failures are those of Complete, and stream_cut as Streamer says.
 func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
+	if c.nativeCall(req.Chat) {
+		return c.streamResponses(ctx, req, onDelta)
+	}
 	body, err := openAIBody(req.Chat, true)
 	if err != nil {
 		return nil, err

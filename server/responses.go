@@ -64,7 +64,24 @@ func (oaiResponses) render(c echo.Context, d *Deps, call respCall) func(tasks.Ta
 }
 
 func (r oaiResponses) answer(c echo.Context, d *Deps, call respCall, t tasks.Task) error {
+	if n := nativeAnswer(t); n != nil {
+		return c.JSONBlob(http.StatusOK, n.Body)
+	}
 	return writeJSON(c, r.render(c, d, call)(t))
+}
+
+// nativeAnswer is the provider's own Response object of a succeeded task
+// whose request was carried natively, nil for any other: a client that
+// sent what only the provider understands gets the provider's answer as
+// it came (its id the provider's; X-Tollgate-Task-Id names the task).
+func nativeAnswer(t tasks.Task) *provider.NativeAnswer {
+	if t.Status != tasks.StatusSucceeded || t.Result == nil {
+		return nil
+	}
+	if n := t.Result.Native; n != nil && n.API == provider.APIOpenAIResponses && len(n.Body) > 0 {
+		return n
+	}
+	return nil
 }
 
 func (r oaiResponses) streamLive(c echo.Context, d *Deps, call respCall, created tasks.Created) error {

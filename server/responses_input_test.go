@@ -36,6 +36,10 @@ func TestResponsesBadInputIsRefusedBeforeAnythingIsSpent(t *testing.T) {
 	const fn = `{"type":"function","name":"f","parameters":{"type":"object"}}`
 	body := func(rest string) string { return `{"model":"test-model","input":"hi"` + rest + `}` }
 	items := func(list string) string { return `{"model":"test-model","input":[` + list + `]}` }
+	// What chat cannot say goes as it came to an OpenAI-kind provider
+	// (responses_native_test.go); an Anthropic one refuses it by name.
+	ant := func(rest string) string { return `{"model":"backup-model","input":"hi"` + rest + `}` }
+	antItems := func(list string) string { return `{"model":"backup-model","input":[` + list + `]}` }
 	cases := []struct {
 		name, method, path, body string
 		header                   map[string]string
@@ -60,28 +64,28 @@ func TestResponsesBadInputIsRefusedBeforeAnythingIsSpent(t *testing.T) {
 		{"escaped NUL in input", "POST", "/v1/responses", `{"input":"a\u0000b"}`, nil, 400, "input"},
 		{"raw NUL in input", "POST", "/v1/responses", "{\"input\":\"a\x00b\"}", nil, 400, "input"},
 		{"NUL in an item", "POST", "/v1/responses", items(`{"role":"user","content":"a\u0000"}`), nil, 400, "input[0].content"},
-		{"unknown field", "POST", "/v1/responses", body(`,"conversation":"conv_1"`), nil, 400, "conversation"},
+		{"unknown field", "POST", "/v1/responses", ant(`,"conversation":"conv_1"`), nil, 400, "conversation"},
 		{"case variant of a field", "POST", "/v1/responses", body(`,"Temperature":1`), nil, 400, "Temperature"},
-		{"hosted tool", "POST", "/v1/responses", body(`,"tools":[{"type":"web_search"}]`), nil, 400, "tools[0].type"},
-		{"file_search tool", "POST", "/v1/responses", body(`,"tools":[{"type":"file_search","vector_store_ids":["v"]}]`), nil, 400, "tools[0].type"},
-		{"unknown tool field", "POST", "/v1/responses", body(`,"tools":[{"type":"function","name":"f","parametres":{}}]`), nil, 400, "tools[0].parametres"},
+		{"hosted tool", "POST", "/v1/responses", ant(`,"tools":[{"type":"web_search"}]`), nil, 400, "tools[0]"},
+		{"file_search tool", "POST", "/v1/responses", ant(`,"tools":[{"type":"file_search","vector_store_ids":["v"]}]`), nil, 400, "tools[0]"},
+		{"unknown tool field", "POST", "/v1/responses", ant(`,"tools":[{"type":"function","name":"f","parametres":{}}]`), nil, 400, "tools[0].parametres"},
 		{"tool schema that is no JSON Schema", "POST", "/v1/responses", body(`,"tools":[{"type":"function","name":"f","parameters":{"type":"objekt"}}]`), nil, 400, "tools[0].parameters"},
-		{"hosted tool_choice", "POST", "/v1/responses", body(`,"tools":[` + fn + `],"tool_choice":{"type":"web_search_preview"}`), nil, 400, "tool_choice.type"},
+		{"hosted tool_choice", "POST", "/v1/responses", ant(`,"tools":[` + fn + `],"tool_choice":{"type":"web_search_preview"}`), nil, 400, "tool_choice"},
 		{"tool_choice naming no tool", "POST", "/v1/responses", body(`,"tools":[` + fn + `],"tool_choice":{"type":"function","name":"g"}`), nil, 400, "tool_choice.name"},
-		{"reasoning summary", "POST", "/v1/responses", body(`,"reasoning":{"effort":"low","summary":"auto"}`), nil, 400, "reasoning.summary"},
+		{"reasoning summary", "POST", "/v1/responses", ant(`,"reasoning":{"summary":"auto"}`), nil, 400, "reasoning.summary"},
 		{"reasoning effort", "POST", "/v1/responses", body(`,"reasoning":{"effort":"huge"}`), nil, 400, "reasoning.effort"},
-		{"include", "POST", "/v1/responses", body(`,"include":["reasoning.encrypted_content"]`), nil, 400, "include"},
-		{"truncation auto", "POST", "/v1/responses", body(`,"truncation":"auto"`), nil, 400, "truncation"},
+		{"include", "POST", "/v1/responses", ant(`,"include":["reasoning.encrypted_content"]`), nil, 400, "include"},
+		{"truncation auto", "POST", "/v1/responses", ant(`,"truncation":"auto"`), nil, 400, "truncation"},
 		{"json_schema that is no JSON Schema", "POST", "/v1/responses", body(`,"text":{"format":{"type":"json_schema","name":"a","schema":{"properties":[]}}}`), nil, 400, "text.format.schema"},
 		{"json_schema without a name", "POST", "/v1/responses", body(`,"text":{"format":{"type":"json_schema","schema":{"type":"object"}}}`), nil, 400, "text.format.name"},
 		{"format type", "POST", "/v1/responses", body(`,"text":{"format":{"type":"xml"}}`), nil, 400, "text.format.type"},
 		{"background without store", "POST", "/v1/responses", body(`,"background":true,"store":false`), nil, 400, "store"},
-		{"reasoning item", "POST", "/v1/responses", items(`{"type":"reasoning","summary":[]}`), nil, 400, "input[0].type"},
-		{"unknown item field", "POST", "/v1/responses", items(`{"role":"user","content":"x","phase":"final_answer"}`), nil, 400, "input[0].phase"},
+		{"reasoning item", "POST", "/v1/responses", antItems(`{"role":"user","content":"x"},{"type":"reasoning","summary":[]}`), nil, 400, "input[1]"},
+		{"unknown item field", "POST", "/v1/responses", antItems(`{"role":"user","content":"x","phase":"final_answer"}`), nil, 400, "input[0].phase"},
 		{"item role", "POST", "/v1/responses", items(`{"role":"robot","content":"x"}`), nil, 400, "input[0].role"},
-		{"input_file part", "POST", "/v1/responses", items(`{"role":"user","content":[{"type":"input_file","file_id":"f"}]}`), nil, 400, "input[0].content[0].type"},
-		{"image by file_id", "POST", "/v1/responses", items(`{"role":"user","content":[{"type":"input_image","file_id":"f","detail":"auto"}]}`), nil, 400, "input[0].content[0].file_id"},
-		{"member of another part type", "POST", "/v1/responses", items(`{"role":"user","content":[{"type":"input_text","text":"x","image_url":"https://a"}]}`), nil, 400, "input[0].content[0].image_url"},
+		{"input_file part", "POST", "/v1/responses", antItems(`{"role":"user","content":[{"type":"input_file","file_id":"f"}]}`), nil, 400, "input[0].content[0]"},
+		{"image by file_id", "POST", "/v1/responses", antItems(`{"role":"user","content":[{"type":"input_image","file_id":"f","detail":"auto"}]}`), nil, 400, "input[0].content[0]"},
+		{"member of another part type", "POST", "/v1/responses", antItems(`{"role":"user","content":[{"type":"input_text","text":"x","image_url":"https://a"}]}`), nil, 400, "input[0].content[0].image_url"},
 		{"output_text in a user message", "POST", "/v1/responses", items(`{"role":"user","content":[{"type":"output_text","text":"x"}]}`), nil, 400, "input[0].content[0].type"},
 		{"output of no call", "POST", "/v1/responses", items(`{"role":"user","content":"x"},{"type":"function_call_output","call_id":"c9","output":"r"}`), nil, 400, "input[1]"},
 		{"function call without call_id", "POST", "/v1/responses", items(`{"type":"function_call","name":"f","arguments":"{}"}`), nil, 400, "input[0]"},

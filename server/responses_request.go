@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,9 +22,13 @@ import (
 // input items become chat messages (instructions first, a continued
 // response's conversation next), its flat function tools and text.format
 // the chat's tools and response_format, max_output_tokens the chat's
-// max_completion_tokens. Every field is carried or refused by name: the
-// body decodes strictly, so a field Tollgate does not model (conversation,
-// prompt, hosted tools, reasoning summaries...) is a 400 naming it.
+// max_completion_tokens. What chat cannot say (a field Tollgate does not
+// model, a hosted or namespace tool, a reasoning item, include, a
+// reasoning summary...) is listed by its JSON path in the chat's
+// Native.Unmodeled, and the client's body rides along as Native: an
+// OpenAI-kind provider is sent that body as it came (provider's
+// openai_responses.go), a provider of another kind refuses the request
+// at admission naming the first such field.
 
 // respRequest is the body of POST /v1/responses.
 type respRequest struct {
@@ -52,10 +58,14 @@ type respRequest struct {
 	// Truncation "disabled" is OpenAI's default and Tollgate's only way:
 	// a request too long for the model is refused, never cut.
 	Truncation string `json:"truncation"`
-	// Include asks for output Tollgate does not produce; only an empty
-	// list is accepted.
+	// Include asks for optional output; only a provider that is sent the
+	// request natively produces it.
 	Include []string `json:"include"`
+
+	unknown map[string]json.RawMessage // the top-level members Tollgate does not model
 }
+
+func (r *respRequest) setPassthrough(extra map[string]json.RawMessage) { r.unknown = extra }
 
 // respStreamOptions: Tollgate's events carry no obfuscation padding, so
 // include_obfuscation changes nothing.
@@ -70,9 +80,9 @@ type respTextConfig struct {
 
 type respReasoning struct {
 	Effort *string `json:"effort"`
-	// Summary and GenerateSummary ask for reasoning summaries, which no
-	// provider Tollgate speaks returns through chat completions: a
-	// non-null one is refused by name.
+	// Summary and GenerateSummary ask for reasoning summaries, which
+	// chat completions do not return: only a provider sent the request
+	// natively carries them.
 	Summary         *string `json:"summary"`
 	GenerateSummary *string `json:"generate_summary"`
 }
@@ -168,37 +178,80 @@ type respCall struct {
 	// previous is the continued response's task id ("" for none), read
 	// by the handler (continueFrom) before the request is complete.
 	previous string
+	// unmodeled lists, as JSON paths, what the request holds that the
+	// chat cannot say (provider.Native.Unmodeled).
+	unmodeled []string
 }
 
 // decodeResponsesRequest reads and checks the body, up to what needs the
 // database (previous_response_id).
 func decodeResponsesRequest(raw []byte) (respCall, error) {
 	var in respRequest
-	if err := decodeBytes(raw, &in, scanStrict, ""); err != nil {
+	if err := decodeBytes(raw, &in, scanLenient, ""); err != nil {
 		return respCall{}, err
 	}
 	if err := in.refusal(); err != nil {
 		return respCall{}, err
 	}
-	return in.call()
+	call, err := in.call()
+	if err != nil {
+		return respCall{}, err
+	}
+	call.unmodeled = append(in.unmodeledFields(), call.unmodeled...)
+	return call, nativeBody(&call, raw)
+}
+
+// nativeBody sets the chat's Native: the client's body, without stream
+// and background (how Tollgate answers, which the adapter decides), and
+// what it holds that the chat cannot say. A continued response's
+// conversation is Tollgate's to expand, into the chat alone: it goes
+// without a native body, and one that needs it is refused by name.
+func nativeBody(call *respCall, raw []byte) error {
+	if call.previous != "" {
+		if len(call.unmodeled) > 0 {
+			return fieldErr("previous_response_id", fmt.Sprintf("cannot be combined with %s, which only a provider sent the request as it came can carry: send the whole conversation as input", call.unmodeled[0]))
+		}
+		return nil
+	}
+	body, err := provider.SpliceMember(raw, "stream", nil)
+	if err == nil {
+		body, err = provider.SpliceMember(body, "background", nil)
+	}
+	if err != nil {
+		return fieldErr("", "must be a JSON object")
+	}
+	call.req.Native = &provider.Native{API: provider.APIOpenAIResponses, Body: body, Unmodeled: call.unmodeled}
+	return nil
+}
+
+// unmodeledFields lists the request's top-level fields the chat cannot
+// say: the members Tollgate does not model, in name order, then the
+// reasoning summary, include and truncation auto.
+func (in respRequest) unmodeledFields() []string {
+	out := slices.Sorted(maps.Keys(in.unknown))
+	if rs := in.Reasoning; rs != nil && rs.Summary != nil {
+		out = append(out, "reasoning.summary")
+	}
+	if rs := in.Reasoning; rs != nil && rs.GenerateSummary != nil {
+		out = append(out, "reasoning.generate_summary")
+	}
+	if len(in.Include) > 0 {
+		out = append(out, "include")
+	}
+	if in.Truncation != "" && in.Truncation != "disabled" {
+		out = append(out, "truncation")
+	}
+	return out
 }
 
 // refusal names the first value the request asks for that Tollgate does
 // not carry, or a value out of OpenAI's bounds.
 func (in respRequest) refusal() error {
-	switch rs := in.Reasoning; {
+	switch {
 	case in.Background && in.Store != nil && !*in.Store:
 		return fieldErr("store", "must be true with background: a background response is kept to be retrieved")
-	case rs != nil && rs.Summary != nil:
-		return fieldErr("reasoning.summary", "is not supported: Tollgate returns no reasoning summaries")
-	case rs != nil && rs.GenerateSummary != nil:
-		return fieldErr("reasoning.generate_summary", "is not supported: Tollgate returns no reasoning summaries")
 	case in.MaxOutputTokens != nil && *in.MaxOutputTokens < 1:
 		return fieldErr("max_output_tokens", fmt.Sprintf("must be between 1 and %d", tasks.MaxMaxTokens))
-	case in.Truncation != "" && in.Truncation != "disabled":
-		return fieldErr("truncation", `must be "disabled": Tollgate refuses a request too long for the model rather than cut it`)
-	case len(in.Include) > 0:
-		return fieldErr("include", "must be empty: Tollgate answers no optional output fields")
 	}
 	return checkMetadata(in.Metadata)
 }
@@ -216,11 +269,11 @@ func (in respRequest) call() (respCall, error) {
 		call.origins = append(call.origins, "instructions")
 		conv.Instructions = true
 	}
-	msgs, origins, err := inputMessages(in.Input)
+	origins, err := inputMessages(in.Input)
 	if err != nil {
 		return respCall{}, err
 	}
-	r.Messages, call.origins = append(r.Messages, msgs...), append(call.origins, origins...)
+	r.Messages, call.origins = append(r.Messages, origins.msgs...), append(call.origins, origins.origins...)
 	if in.PreviousResponseID != "" {
 		id, ok := taskIDOfResponse(in.PreviousResponseID)
 		if !ok {
@@ -228,17 +281,10 @@ func (in respRequest) call() (respCall, error) {
 		}
 		call.previous, conv.Previous = id, id
 	}
-	for i, rawTool := range in.Tools {
-		t, err := functionTool(rawTool, fmt.Sprintf("tools[%d]", i))
-		if err != nil {
-			return respCall{}, err
-		}
-		r.Tools = append(r.Tools, t)
-	}
-	if r.ToolChoice, err = toolChoice(in.ToolChoice); err != nil {
+	call.unmodeled = origins.unmodeled
+	if err := in.tools(&call, &r); err != nil {
 		return respCall{}, err
 	}
-	r.ParallelToolCalls = in.ParallelToolCalls
 	if in.Text != nil {
 		if r.ResponseFormat, err = textFormat(in.Text.Format); err != nil {
 			return respCall{}, err
@@ -273,38 +319,75 @@ func (in respRequest) call() (respCall, error) {
 	return call, nil
 }
 
+// note lists path among what the chat cannot say.
+func (c *respCall) note(path string) { c.unmodeled = append(c.unmodeled, path) }
+
+// tools sets r's tools, tool choice and parallel_tool_calls, noting in
+// call what of them the chat cannot say.
+func (in respRequest) tools(call *respCall, r *tasks.Request) error {
+	var err error
+	for i, rawTool := range in.Tools {
+		t, ok, err := functionTool(rawTool, fmt.Sprintf("tools[%d]", i), call.note)
+		if err != nil {
+			return err
+		}
+		if ok {
+			r.Tools = append(r.Tools, t)
+		}
+	}
+	if r.ToolChoice, err = toolChoice(in.ToolChoice, call.note); err != nil {
+		return err
+	}
+	r.ParallelToolCalls = in.ParallelToolCalls
+	if len(r.Tools) == 0 && len(in.Tools) > 0 {
+		// Every tool is one chat cannot say: so is the choice among them.
+		if r.ToolChoice != nil {
+			r.ToolChoice = nil
+			call.note("tool_choice")
+		}
+		if r.ParallelToolCalls != nil {
+			r.ParallelToolCalls = nil
+			call.note("parallel_tool_calls")
+		}
+	}
+	return nil
+}
+
 // inputMessages turns input (a string, or a list of items) into chat
 // messages, and names the input field each came from.
-func inputMessages(raw json.RawMessage) ([]provider.Message, []string, error) {
+func inputMessages(raw json.RawMessage) (inputItems, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil, nil
+		return inputItems{}, nil
 	}
 	if raw[0] == '"' {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, nil, fieldErr("input", "must be a string or an array of input items")
+			return inputItems{}, fieldErr("input", "must be a string or an array of input items")
 		}
-		return []provider.Message{{Role: "user", Content: provider.Text(text)}}, []string{"input"}, nil
+		return inputItems{msgs: []provider.Message{{Role: "user", Content: provider.Text(text)}}, origins: []string{"input"}}, nil
 	}
 	var items []json.RawMessage
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, nil, fieldErr("input", "must be a string or an array of input items")
+		return inputItems{}, fieldErr("input", "must be a string or an array of input items")
 	}
 	var in inputItems
 	for i, item := range items {
 		if err := in.add(item, fmt.Sprintf("input[%d]", i)); err != nil {
-			return nil, nil, err
+			return inputItems{}, err
 		}
 	}
-	return in.msgs, in.origins, nil
+	return in, nil
 }
 
 // inputItems are the chat messages input items make, each with the input
-// field it came from.
+// field it came from, and what of the items the chat cannot say.
 type inputItems struct {
-	msgs    []provider.Message
-	origins []string
+	msgs      []provider.Message
+	origins   []string
+	unmodeled []string
 }
+
+func (in *inputItems) note(path string) { in.unmodeled = append(in.unmodeled, path) }
 
 // add appends the item at field at, by its type.
 func (in *inputItems) add(item json.RawMessage, at string) error {
@@ -314,7 +397,7 @@ func (in *inputItems) add(item json.RawMessage, at string) error {
 	}
 	switch typ := head["type"]; {
 	case typ == "message" || (typ == "" && head["role"] != ""):
-		m, err := messageItem(item, at)
+		m, err := messageItem(item, at, in.note)
 		if err != nil {
 			return err
 		}
@@ -327,7 +410,10 @@ func (in *inputItems) add(item json.RawMessage, at string) error {
 	case typ == "":
 		return fieldErr(at+".type", "must be given (message, function_call or function_call_output)")
 	}
-	return fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not carry: send message, function_call or function_call_output items", head["type"]))
+	// A reasoning item, a hosted tool's call, ...: the chat has no place
+	// for it, a provider sent the request natively has.
+	in.note(at)
+	return nil
 }
 
 func (in *inputItems) append(m provider.Message, at string) {
@@ -338,7 +424,7 @@ func (in *inputItems) append(m provider.Message, at string) {
 // before them, are one assistant message in a chat.
 func (in *inputItems) functionCall(item json.RawMessage, at string) error {
 	var fc respFunctionCallItem
-	if err := decodeBytes(item, &fc, scanStrict, at); err != nil {
+	if err := decodeNoting(item, &fc, at, in.note); err != nil {
 		return err
 	}
 	if fc.CallID == "" || fc.Name == "" {
@@ -356,13 +442,13 @@ func (in *inputItems) functionCall(item json.RawMessage, at string) error {
 // functionOutput adds a call's result, as a tool message.
 func (in *inputItems) functionOutput(item json.RawMessage, at string) error {
 	var fo respFunctionOutputItem
-	if err := decodeBytes(item, &fo, scanStrict, at); err != nil {
+	if err := decodeNoting(item, &fo, at, in.note); err != nil {
 		return err
 	}
 	if fo.CallID == "" {
 		return fieldErr(at+".call_id", "must name the call it answers")
 	}
-	content, err := toolOutput(fo.Output, at+".output")
+	content, err := toolOutput(fo.Output, at+".output", in.note)
 	if err != nil {
 		return err
 	}
@@ -371,9 +457,9 @@ func (in *inputItems) functionOutput(item json.RawMessage, at string) error {
 }
 
 // messageItem is one message item as a chat message.
-func messageItem(raw json.RawMessage, at string) (provider.Message, error) {
+func messageItem(raw json.RawMessage, at string, note func(string)) (provider.Message, error) {
 	var mi respMessageItem
-	if err := decodeBytes(raw, &mi, scanStrict, at); err != nil {
+	if err := decodeNoting(raw, &mi, at, note); err != nil {
 		return provider.Message{}, err
 	}
 	switch mi.Role {
@@ -398,9 +484,14 @@ func messageItem(raw json.RawMessage, at string) (provider.Message, error) {
 	parts := []provider.Part{}
 	for j, rp := range raws {
 		pat := fmt.Sprintf("%s.content[%d]", at, j)
-		p, err := contentPart(rp, pat)
+		p, ok, err := contentPart(rp, pat, note)
 		if err != nil {
 			return provider.Message{}, err
+		}
+		if !ok {
+			// An empty text holds its place: the chat is never sent.
+			parts = append(parts, provider.Part{Type: provider.PartText})
+			continue
 		}
 		assistantPart := p.Type == "output_text" || p.Type == "refusal"
 		if assistantPart != (mi.Role == "assistant") && !(mi.Role == "assistant" && p.Type == "input_text") {
@@ -427,41 +518,58 @@ func messageItem(raw json.RawMessage, at string) (provider.Message, error) {
 	return m, nil
 }
 
-// contentPart decodes one content part, refusing a member its type does
-// not have and a part Tollgate cannot carry.
-func contentPart(raw json.RawMessage, at string) (respPart, error) {
+// contentPart decodes one content part. A part of a type the chat has
+// no place for (input_file, an image by file_id) is noted and reported
+// not ok; so is a member its type does not have, annotations and
+// logprobs, which are noted and left out of the chat.
+func contentPart(raw json.RawMessage, at string, note func(string)) (respPart, bool, error) {
 	_, members, err := objectHead(raw, at, "type")
 	if err != nil {
-		return respPart{}, err
+		return respPart{}, false, err
 	}
 	var p respPart
-	if err := decodeBytes(raw, &p, scanStrict, at); err != nil {
-		return respPart{}, err
+	if err := decodeBytes(raw, &p, scanLenient, at); err != nil {
+		return respPart{}, false, err
 	}
 	allowed, ok := partFields[p.Type]
-	if !ok {
-		return respPart{}, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not carry: send input_text, input_image, output_text or refusal", p.Type))
+	if !ok || (p.Type == "input_image" && p.FileID != "") {
+		note(at)
+		return respPart{}, false, nil
 	}
-	for name := range members {
+	for _, name := range slices.Sorted(maps.Keys(members)) {
 		if !slices.Contains(allowed, name) {
-			return respPart{}, badRequest(fmt.Sprintf("Unknown field %q.", at+"."+name), tasks.FieldError{Field: at + "." + name, Message: "unknown field for a " + p.Type + " part"})
+			note(at + "." + name)
 		}
 	}
 	switch {
-	case p.Type == "input_image" && p.FileID != "":
-		return respPart{}, fieldErr(at+".file_id", "is not supported: send the image as image_url (an https or data URL)")
 	case p.Type == "input_image" && p.ImageURL == "":
-		return respPart{}, fieldErr(at+".image_url", "must be given")
+		return respPart{}, false, fieldErr(at+".image_url", "must be given")
 	case len(p.Annotations) > 0:
-		return respPart{}, fieldErr(at+".annotations", "must be empty: Tollgate carries no annotations")
+		note(at + ".annotations")
 	case len(p.Logprobs) > 0:
-		return respPart{}, fieldErr(at+".logprobs", "must be empty: Tollgate carries no logprobs in input")
+		note(at + ".logprobs")
 	}
-	return p, nil
+	return p, true, nil
+}
+
+// decodeNoting decodes the object raw, found at at, into dst, noting
+// each member dst's type does not have.
+func decodeNoting(raw json.RawMessage, dst any, at string, note func(string)) error {
+	_, members, err := objectHead(raw, at)
+	if err != nil {
+		return err
+	}
+	fields := jsonFields(reflect.TypeOf(dst).Elem())
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		if _, ok := fields[name]; !ok {
+			note(joinPath(at, name))
+		}
+	}
+	return decodeBytes(raw, dst, scanLenient, at)
 }
 
 // toolOutput is a function_call_output's output: a string, or text parts.
-func toolOutput(raw json.RawMessage, at string) (provider.Content, error) {
+func toolOutput(raw json.RawMessage, at string, note func(string)) (provider.Content, error) {
 	switch {
 	case len(raw) > 0 && raw[0] == '"':
 		var text string
@@ -475,9 +583,13 @@ func toolOutput(raw json.RawMessage, at string) (provider.Content, error) {
 	parts := []provider.Part{}
 	for j, rp := range raws {
 		pat := fmt.Sprintf("%s[%d]", at, j)
-		p, err := contentPart(rp, pat)
+		p, ok, err := contentPart(rp, pat, note)
 		if err != nil {
 			return provider.Content{}, err
+		}
+		if !ok {
+			parts = append(parts, provider.Part{Type: provider.PartText})
+			continue
 		}
 		if p.Type != "input_text" {
 			return provider.Content{}, fieldErr(pat+".type", "must be input_text: a tool result carries text")
@@ -487,21 +599,22 @@ func toolOutput(raw json.RawMessage, at string) (provider.Content, error) {
 	return provider.Content{Parts: parts}, nil
 }
 
-// functionTool is one of tools as a chat tool. Only function tools run
-// through a chat; a hosted tool (web_search, file_search, ...) is refused
-// by its type. Responses' strict defaults to true, chat's to false, so an
-// absent strict is sent as true.
-func functionTool(raw json.RawMessage, at string) (provider.Tool, error) {
+// functionTool is one of tools as a chat tool, ok false for a tool the
+// chat has no place for (a hosted tool such as web_search, a namespace of
+// tools), which is noted. Responses' strict defaults to true, chat's to
+// false, so an absent strict is sent as true.
+func functionTool(raw json.RawMessage, at string, note func(string)) (provider.Tool, bool, error) {
 	head, _, err := objectHead(raw, at, "type")
 	if err != nil {
-		return provider.Tool{}, err
+		return provider.Tool{}, false, err
 	}
 	if head["type"] != "function" {
-		return provider.Tool{}, fieldErr(at+".type", fmt.Sprintf("is %q, which Tollgate does not run: only function tools are supported", head["type"]))
+		note(at)
+		return provider.Tool{}, false, nil
 	}
 	var ft respFunctionTool
-	if err := decodeBytes(raw, &ft, scanStrict, at); err != nil {
-		return provider.Tool{}, err
+	if err := decodeNoting(raw, &ft, at, note); err != nil {
+		return provider.Tool{}, false, err
 	}
 	strict := ft.Strict
 	if strict == nil {
@@ -509,11 +622,13 @@ func functionTool(raw json.RawMessage, at string) (provider.Tool, error) {
 		strict = &yes
 	}
 	return provider.Tool{Type: "function", Function: provider.FunctionDef{Name: ft.Name, Description: ft.Description,
-		Parameters: ft.Parameters, Strict: strict}}, nil
+		Parameters: ft.Parameters, Strict: strict}}, true, nil
 }
 
-// toolChoice is tool_choice: a mode, or {"type": "function", "name"}.
-func toolChoice(raw json.RawMessage) (*provider.ToolChoice, error) {
+// toolChoice is tool_choice: a mode, or {"type": "function", "name"}; any
+// other choice (a hosted tool, allowed_tools) is noted, and none in the
+// chat.
+func toolChoice(raw json.RawMessage, note func(string)) (*provider.ToolChoice, error) {
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		return nil, nil
@@ -529,10 +644,11 @@ func toolChoice(raw json.RawMessage) (*provider.ToolChoice, error) {
 		return nil, err
 	}
 	if head["type"] != "function" {
-		return nil, fieldErr("tool_choice.type", fmt.Sprintf("is %q, which Tollgate does not carry: name a function tool", head["type"]))
+		note("tool_choice")
+		return nil, nil
 	}
 	var tc respToolChoice
-	if err := decodeBytes(raw, &tc, scanStrict, "tool_choice"); err != nil {
+	if err := decodeNoting(raw, &tc, "tool_choice", note); err != nil {
 		return nil, err
 	}
 	if tc.Name == "" {

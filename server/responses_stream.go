@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,6 +19,14 @@ import (
 // has ended, its output as one delta per part. That sequence depends on
 // the stored task alone, so its sequence numbers are the same on every
 // reading, and starting_after resumes it anywhere.
+//
+// A request carried natively to the provider's own Responses API
+// (provider.Native) is relayed live as the provider's events, byte for
+// byte, sequence numbers and ids the provider's. Every other reading of
+// it (a replayed POST, GET with stream=true) is generated from the stored
+// task as above: its message and function calls, not the provider's
+// other items (reasoning, hosted tools' calls), which only the live
+// stream and the non-streamed answer carry.
 
 // respStream writes Responses events, numbered from 0.
 type respStream struct {
@@ -313,8 +323,13 @@ func streamLive(c echo.Context, d *Deps, created tasks.Created, render func(task
 	s := newRespStream(c, -1)
 	live := &liveItems{s: s, taskID: created.Task.ID, msg: -1, calls: map[int]int{}}
 	opened := false
+	native := &nativeRelay{s: s}
 	t, err := d.Tasks.RunInline(c.Request().Context(), created, traceIDOf(c), tasks.Stream{
 		Deliver: func(delta provider.Delta) bool {
+			if delta.Native != nil {
+				opened = true
+				return native.relay(*delta.Native)
+			}
 			if !opened {
 				opened = true
 				s.opening(render(created.Task))
@@ -330,6 +345,10 @@ func streamLive(c echo.Context, d *Deps, created tasks.Created, render func(task
 		s.streamError(c, d, err)
 		return nil
 	}
+	if native.relayed {
+		native.end(t)
+		return nil
+	}
 	if !opened && t.Status != tasks.StatusSucceeded && t.Status != tasks.StatusCanceled {
 		return failedTask(ctx, d, created.Task.OwnerID, t)
 	}
@@ -338,4 +357,55 @@ func streamLive(c echo.Context, d *Deps, created tasks.Created, render func(task
 	}
 	live.finish(render(t))
 	return nil
+}
+
+// nativeRelay relays a natively carried stream's events as the provider
+// sent them.
+type nativeRelay struct {
+	s       *respStream
+	relayed bool   // an event was relayed
+	closed  bool   // the last one ended the response
+	seq     *int64 // the last event's sequence_number, when it had one
+}
+
+// relay writes one provider event as it came; false once the client is
+// gone.
+func (r *nativeRelay) relay(ev provider.NativeEvent) bool {
+	r.relayed = true
+	var head struct {
+		Seq *int64 `json:"sequence_number"`
+	}
+	if json.Unmarshal(ev.Data, &head) == nil && head.Seq != nil {
+		r.seq = head.Seq
+	}
+	switch ev.Event {
+	case "response.completed", "response.incomplete", "response.failed", "error":
+		r.closed = true
+	}
+	var b strings.Builder
+	if ev.Event != "" {
+		b.WriteString("event: " + ev.Event + "\n")
+	}
+	for _, line := range strings.Split(string(ev.Data), "\n") {
+		b.WriteString("data: " + line + "\n")
+	}
+	b.WriteString("\n")
+	return r.s.raw(b.String())
+}
+
+// end closes a relayed stream the provider did not end (it was cut, or
+// Tollgate gave up on it) with an error event numbered after the last.
+func (r *nativeRelay) end(t tasks.Task) {
+	if r.closed {
+		return
+	}
+	code, msg := tasks.CodeApplicationFailure, "The provider's stream ended before the response did."
+	if t.Error != nil {
+		code, msg = t.Error.Code, t.Error.Message
+	}
+	ev := map[string]any{"type": "error", "code": code, "message": msg, "param": nil}
+	if r.seq != nil {
+		ev["sequence_number"] = *r.seq + 1
+	}
+	r.s.event("error", ev)
 }

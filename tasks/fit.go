@@ -115,15 +115,28 @@ func (f *modelFit) fits(m catalog.Model, req Request) *RefusedError {
 			Message: fmt.Sprintf("prompt is too long for model %s: its maximum context length is %d tokens; this request needs about %d input tokens plus %d output",
 				m.Name, m.ContextWindow, in, out)}
 	}
-	if c, ok := f.clients[m.Provider].(provider.Checker); ok {
-		if err := c.Check(f.chatFor(m, req)); err != nil {
-			r := &RefusedError{Code: CodeUnsupportedField, Message: fmt.Sprintf("model %s's provider cannot carry this request", m.Name)}
-			var u *provider.Unsupported
-			if errors.As(err, &u) {
-				r.Field, r.Message = u.Field, fmt.Sprintf("model %s's provider cannot carry %s: %s", m.Name, u.Field, u.Reason)
-			}
-			return r
+	if err := f.check(m, req); err != nil {
+		r := &RefusedError{Code: CodeUnsupportedField, Message: fmt.Sprintf("model %s's provider cannot carry this request", m.Name)}
+		var u *provider.Unsupported
+		if errors.As(err, &u) {
+			r.Field, r.Message = u.Field, fmt.Sprintf("model %s's provider cannot carry %s: %s", m.Name, u.Field, u.Reason)
 		}
+		return r
+	}
+	return nil
+}
+
+// check is what m's provider adapter says of the chat sent to it: a
+// native body it cannot be given (provider.CheckNative), else its own
+// Check.
+func (f *modelFit) check(m catalog.Model, req Request) error {
+	client, chat := f.clients[m.Provider], f.chatFor(m, req)
+	p, _ := f.catalog.Provider(m.Provider)
+	if err := provider.CheckNative(client, p.Kind, chat); err != nil {
+		return err
+	}
+	if c, ok := client.(provider.Checker); ok {
+		return c.Check(chat)
 	}
 	return nil
 }

@@ -126,6 +126,31 @@ func (p *privacy) request(r Request) Request {
 		out.Metadata, _ = p.value(r.Metadata).(map[string]any)
 	}
 	out.Embedding = p.embedding(r.Embedding)
+	out.Native = p.redactNative(r.Native)
+	return out
+}
+
+// redactNative is a natively carried body as it may be stored, whatever
+// its API: every key and string of the body and every header value
+// through the policy (as a pass-through field is), the paths of what it
+// holds unmodeled as identifiers. The body sent stays in the sealed raw
+// request only.
+func (p *privacy) redactNative(n *provider.Native) *provider.Native {
+	if n == nil {
+		return nil
+	}
+	out := &provider.Native{API: n.API, Body: p.json(n.Body)}
+	for _, u := range n.Unmodeled {
+		out.Unmodeled = append(out.Unmodeled, p.identifier(u))
+	}
+	if n.Header != nil {
+		out.Header = make(map[string][]string, len(n.Header))
+		for k, vs := range n.Header {
+			for _, v := range vs {
+				out.Header[k] = append(out.Header[k], p.text(v))
+			}
+		}
+	}
 	return out
 }
 

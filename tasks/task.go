@@ -244,6 +244,10 @@ type Result struct {
 	// Embedding is an embeddings task's answer (embed.go); its vectors
 	// are sealed beside the result, never in it.
 	Embedding *EmbeddingResult `json:"embedding,omitempty"`
+	// Native is the provider's answer as it sent it, for a request
+	// carried natively (provider.Native): sealed with the answer, so
+	// that every reading of the task answers the same bytes.
+	Native *provider.NativeAnswer `json:"-"`
 
 	sealedOutput []byte // stored beside the result (output_sealed), never in it
 	sealedAnswer []byte // likewise (answer_sealed); nil for a text-only answer

@@ -14,6 +14,9 @@
 // # Endpoints
 //
 //	POST /v1/chat/completions  OpenAI chat completions
+//	POST /v1/responses         OpenAI Responses (responses.go): Response
+//	                           objects and their events, reasoning items
+//	                           with encrypted_content when include asks
 //	POST /v1/messages          Anthropic Messages
 //	POST /v1/embeddings        OpenAI embeddings
 //	POST /client/v4/accounts/{id}/ai/run/{model}
