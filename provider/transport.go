@@ -45,7 +45,7 @@ func (c call) do(ctx context.Context) (*Response, error) {
 // fetch is do without the parse: the 2xx answer's status, headers and
 // body, or the same *Error do returns.
 func (c call) fetch(ctx context.Context) (int, http.Header, []byte, error) {
-	payload, err := json.Marshal(c.payload)
+	payload, err := encodePayload(c.payload)
 	if err != nil {
 		return 0, nil, nil, &Error{Class: ClassRejected, Code: CodeInvalidRequest, cause: err}
 	}
