@@ -8,7 +8,7 @@ func TestAnthropicSpliceMember(t *testing.T) {
 		{`{"model":"a","x":1}`, `{"model":"b","x":1}`},
 		{`{ "x" : [1, {"model":"a"}] , "model" :  "a" }`, `{ "x" : [1, {"model":"a"}] , "model" :  "b" }`},
 		{`{"x":{"model":"a"}}`, `{"model":"b","x":{"model":"a"}}`},
-		{`{ }`, `{"model":"b"}`},
+		{`{ }`, `{"model":"b" }`},
 		{`{"model":null}`, `{"model":"b"}`},
 	} {
 		got, err := spliceMember([]byte(tt.body), "model", []byte(`"b"`))
