@@ -20,6 +20,8 @@ type sealedAnswer struct {
 	Choices []Choice `json:"choices"`
 	// Embedding is an embeddings answer's vectors (sealedVectors).
 	Embedding []byte `json:"embedding,omitempty"`
+	// Native is the provider's answer as it sent it (native.go).
+	Native *provider.NativeAnswer `json:"native,omitempty"`
 }
 
 // choicesOf is every choice of resp as a task keeps it, the assistant role
@@ -65,6 +67,7 @@ func resultOf(resp *provider.Response, model string, u Usage, cost int64) Result
 		return res
 	}
 	res.setAnswer(choicesOf(resp))
+	res.Native = resp.Native
 	return res
 }
 
@@ -108,8 +111,8 @@ func (r *Result) seal(s *seal.Sealer, id string) {
 		r.sealedAnswer = s.Seal(plain, []byte(id))
 		return
 	}
-	if choices := r.answerChoices(); richAnswer(choices) {
-		plain, err := json.Marshal(sealedAnswer{Choices: choices})
+	if choices := r.answerChoices(); richAnswer(choices) || r.Native != nil {
+		plain, err := json.Marshal(sealedAnswer{Choices: choices, Native: r.Native})
 		if err != nil {
 			// Choices hold strings and canonical JSON only.
 			panic("tasks: encode answer: " + err.Error())
@@ -123,7 +126,7 @@ func (r *Result) seal(s *seal.Sealer, id string) {
 func (r Result) stored() Result {
 	out := r
 	out.Output, out.Message, out.Choices, out.Logprobs = "", nil, nil, nil
-	out.StopReason, out.StopSequence = "", ""
+	out.StopReason, out.StopSequence, out.Native = "", "", nil
 	if r.Embedding != nil {
 		e := *r.Embedding
 		e.Vectors = nil
@@ -162,4 +165,5 @@ func (s *Service) reveal(t *Task) {
 		return
 	}
 	t.Result.setAnswer(a.Choices)
+	t.Result.Native = a.Native
 }

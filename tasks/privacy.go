@@ -126,6 +126,7 @@ func (p *privacy) request(r Request) Request {
 		out.Metadata, _ = p.value(r.Metadata).(map[string]any)
 	}
 	out.Embedding = p.embedding(r.Embedding)
+	out.Native = p.native(r.Native)
 	return out
 }
 
