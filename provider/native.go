@@ -76,7 +76,7 @@ func (n Native) MarshalJSON() ([]byte, error) {
 	type plain Native
 	return json.Marshal(struct {
 		plain
-		Body string `json:"body"`
+		Body string `json:"body,omitempty"`
 	}{plain(n), string(n.Body)})
 }
 

@@ -150,7 +150,7 @@ func TestAnthropicNativeCarry(t *testing.T) {
 	if err := json.Unmarshal(rec.body, &r); err != nil {
 		t.Fatal(err)
 	}
-	wantUnmodeled := []string{"thinking.display", "tools[1].defer_loading", "context_management"}
+	wantUnmodeled := []string{"tools[1].defer_loading", "context_management"}
 	if len(r.Request.Tools) != 2 || r.Request.Native.Body != "" || !cmp.Equal(slices.Sorted(slices.Values(r.Request.Native.Unmodeled)), slices.Sorted(slices.Values(wantUnmodeled))) {
 		t.Errorf("recorded request tools %d native %+v, want 2 tools, no body, unmodeled %v", len(r.Request.Tools), r.Request.Native, wantUnmodeled)
 	}
@@ -209,7 +209,7 @@ func TestAnthropicNativeRefusedOnOpenAI(t *testing.T) {
 		t.Fatalf("unmodeled request on an OpenAI provider: %v, want a 400 naming the field and the provider", err)
 	}
 	named := false
-	for _, f := range []string{"thinking.display", "tools[1].defer_loading", "context_management"} {
+	for _, f := range []string{"tools[1].defer_loading", "context_management"} {
 		named = named || strings.Contains(apiErr.RawJSON(), "cannot carry "+f)
 	}
 	if !named {
