@@ -95,25 +95,31 @@ func (c *Anthropic) completeNative(ctx context.Context, req Request, n *Native) 
 // streamNative streams a native request: every event reaches onDelta
 // carrying its Native copy, on the first of the deltas it makes, or on
 // one of its own when it makes none (ping, message_stop, events
-// Tollgate does not know).
+// Tollgate does not know); the answer's Native holds them all, so that a
+// repeat streams the same events.
 func (c *Anthropic) streamNative(ctx context.Context, req Request, n *Native, onDelta func(Delta)) (*Response, error) {
 	cl, err := c.nativeCall(req, n, true)
 	if err != nil {
 		return nil, err
 	}
-	s := &anthropicStreamState{onDelta: onDelta, callOf: map[int]int{}}
+	s := &anthropicStreamState{onDelta: onDelta, callOf: map[int]int{}, events: &NativeAnswer{API: APIAnthropicMessages}}
 	status, err := sseCall{
 		hc: cl.hc, url: cl.url, header: cl.header, payload: cl.payload, key: cl.key, classify: ClassifyAnthropic,
 		onEvent: s.nativeEvent,
 		whole:   s.whole,
 	}.do(ctx)
-	return s.response(status, err)
+	resp, err := s.response(status, err)
+	if resp != nil && len(s.events.Events) > 0 {
+		resp.Native = s.events
+	}
+	return resp, err
 }
 
 // nativeEvent handles one event of a native stream (event); an error
 // event is not relayed: the stream fails with it.
 func (s *anthropicStreamState) nativeEvent(name, data string) (bool, error) {
 	s.current = &NativeEvent{Event: name, Data: []byte(data)}
+	s.events.Events = append(s.events.Events, *s.current)
 	done, err := s.event(data)
 	if err != nil {
 		s.current = nil

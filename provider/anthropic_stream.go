@@ -56,6 +56,7 @@ type anthropicStreamState struct {
 	// current is the native event being handled: the first delta it
 	// makes carries it (anthropic_native.go).
 	current *NativeEvent
+	events  *NativeAnswer // a native stream's events so far
 }
 
 func (s *anthropicStreamState) emit(d Delta) {

@@ -47,6 +47,9 @@ type Native struct {
 type NativeAnswer struct {
 	API  API             `json:"api"`
 	Body json.RawMessage `json:"body,omitempty"`
+	// Events are a stream's events, in order, when the answer was
+	// streamed (Body is then empty).
+	Events []NativeEvent `json:"events,omitempty"`
 }
 
 // NativeEvent is one Server-Sent Event of a natively carried stream, as
@@ -140,4 +143,26 @@ func bodyOf(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, nil
 	}
 	return json.RawMessage(s), nil
+}
+
+// MarshalJSON writes Data as a JSON string rather than base64: an event's
+// data is text, and is stored as such.
+func (e NativeEvent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Event string `json:"event,omitempty"`
+		Data  string `json:"data"`
+	}{e.Event, string(e.Data)})
+}
+
+// UnmarshalJSON reads an event as MarshalJSON writes it.
+func (e *NativeEvent) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Event string `json:"event"`
+		Data  string `json:"data"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*e = NativeEvent{Event: in.Event, Data: []byte(in.Data)}
+	return nil
 }

@@ -114,14 +114,20 @@ func (anthropicMessages) streamLive(c echo.Context, d *Deps, _ antCall, created 
 	return streamMessage(c, d, created)
 }
 
-// streamStored rebuilds a replayed stream from the stored answer: a
-// stream carried natively is not kept event by event, so its replay is
-// rebuilt too, from the same answer.
+// streamStored writes a replayed stream: the provider's events as it
+// sent them when the stream was carried natively, else rebuilt from the
+// stored answer.
 func (anthropicMessages) streamStored(c echo.Context, _ *Deps, _ antCall, t tasks.Task) error {
+	s := newAntStream(c, t)
+	if events := antNativeEvents(t); events != nil {
+		for i := range events {
+			s.relay(&events[i])
+		}
+		return nil
+	}
 	if _, err := antMessageOf(t); err != nil {
 		return err
 	}
-	s := newAntStream(c, t)
 	s.replay(t)
 	s.finish(t)
 	return nil

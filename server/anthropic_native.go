@@ -84,3 +84,12 @@ func (s *antStream) relay(ev *provider.NativeEvent) bool {
 	}
 	return s.raw("event: " + name + "\ndata: " + string(ev.Data) + "\n\n")
 }
+
+// antNativeEvents are the provider's stream events a task's answer
+// keeps, to be streamed again as they are; nil when it keeps none.
+func antNativeEvents(t tasks.Task) []provider.NativeEvent {
+	if t.Result == nil || t.Result.Native == nil || t.Result.Native.API != provider.APIAnthropicMessages {
+		return nil
+	}
+	return t.Result.Native.Events
+}

@@ -167,16 +167,8 @@ func TestAnthropicNativeStreamRelaysEvents(t *testing.T) {
 	client, _, _ := antSDK(e, key, option.WithMaxRetries(0), option.WithMiddleware(w.middleware))
 	params, opts := nativeParams("claude-model")
 	e.fake.Script(fake.Scripted{Text: true, StopSequence: "END"})
-	stream := client.Messages.NewStreaming(context.Background(), params, opts...)
-	var msg anthropic.Message
-	for stream.Next() {
-		if err := msg.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	opts = append(opts, option.WithHeader("Idempotency-Key", "native-stream"))
+	msg := accumulateStream(t, client, params, opts)
 	sent, relayed := w.last()
 	call := e.fake.Calls()[0]
 	if diff := cmp.Diff(spliced(t, sent, "claude-test", true), string(call.Body)); diff != "" {
@@ -195,7 +187,28 @@ func TestAnthropicNativeStreamRelaysEvents(t *testing.T) {
 	if msg.StopReason != anthropic.StopReasonStopSequence || msg.StopSequence != "END" || len(msg.Content) == 0 {
 		t.Errorf("streamed answer stop %q sequence %q content %+v", msg.StopReason, msg.StopSequence, msg.Content)
 	}
+	// The same key: the same events, from the stored answer.
+	calls := e.fake.CallCount()
+	accumulateStream(t, client, params, opts)
+	if _, again := w.last(); string(again) != string(relayed) || e.fake.CallCount() != calls {
+		t.Errorf("replayed stream (%d more calls)\n%s\nwant\n%s", e.fake.CallCount()-calls, again, relayed)
+	}
 	e.checkInvariants()
+}
+
+func accumulateStream(t *testing.T, client anthropic.Client, params anthropic.MessageNewParams, opts []option.RequestOption) anthropic.Message {
+	t.Helper()
+	stream := client.Messages.NewStreaming(context.Background(), params, opts...)
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return msg
 }
 
 func TestAnthropicNativeRefusedOnOpenAI(t *testing.T) {
