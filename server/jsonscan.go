@@ -332,33 +332,9 @@ func (s *scanner) object(t reflect.Type, path string, depth int, b *bound) error
 				child, cb = f.typ, boundOf(f)
 				break
 			}
-			for name := range fields {
-				if strings.EqualFold(name, key) {
-					// encoding/json would bind it to name: field names
-					// are case-sensitive here, so nothing binds twice.
-					msg := fmt.Sprintf("is not a field; names are case-sensitive (did you mean %q?)", name)
-					return badRequest(fmt.Sprintf("Unknown field %q: field names are case-sensitive (did you mean %q?).", kp, name),
-						tasks.FieldError{Field: kp, Message: msg})
-				}
-			}
-			if s.mode == scanStrict || (s.mode == scanLenient && depth > 1) {
-				return badRequest(fmt.Sprintf("Unknown field %q.", kp), tasks.FieldError{Field: kp, Message: "unknown field"})
-			}
-			start := int(s.dec.InputOffset())
-			if err := s.value(nil, kp, depth, nil); err != nil {
+			if err := s.unknown(fields, key, kp, depth); err != nil {
 				return err
 			}
-			if s.mode == scanNative {
-				s.unmodeled = append(s.unmodeled, kp)
-				if depth > 1 {
-					continue
-				}
-			}
-			if s.extra == nil {
-				s.extra = map[string]json.RawMessage{}
-			}
-			// The value read, without the colon and space before it.
-			s.extra[key] = bytes.TrimLeft(s.raw[start:s.dec.InputOffset()], " \t\r\n:")
 			continue
 		}
 		if err := s.value(child, kp, depth, cb); err != nil {
@@ -620,4 +596,40 @@ func kindName(t reflect.Type) string {
 		return "an object"
 	}
 	return "of another type"
+}
+
+// unknown handles the member key (at kp) that no field of the object's
+// struct names: refused when a field differs from it only in case, or in
+// scanStrict mode (scanLenient: below the top level); else its value is
+// checked, kept when at the top level (extra) and, in scanNative mode,
+// listed by its path.
+func (s *scanner) unknown(fields map[string]jsonField, key, kp string, depth int) error {
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			// encoding/json would bind it to name: field names
+			// are case-sensitive here, so nothing binds twice.
+			msg := fmt.Sprintf("is not a field; names are case-sensitive (did you mean %q?)", name)
+			return badRequest(fmt.Sprintf("Unknown field %q: field names are case-sensitive (did you mean %q?).", kp, name),
+				tasks.FieldError{Field: kp, Message: msg})
+		}
+	}
+	if s.mode == scanStrict || (s.mode == scanLenient && depth > 1) {
+		return badRequest(fmt.Sprintf("Unknown field %q.", kp), tasks.FieldError{Field: kp, Message: "unknown field"})
+	}
+	start := int(s.dec.InputOffset())
+	if err := s.value(nil, kp, depth, nil); err != nil {
+		return err
+	}
+	if s.mode == scanNative {
+		s.unmodeled = append(s.unmodeled, kp)
+		if depth > 1 {
+			return nil
+		}
+	}
+	if s.extra == nil {
+		s.extra = map[string]json.RawMessage{}
+	}
+	// The value read, without the colon and space before it.
+	s.extra[key] = bytes.TrimLeft(s.raw[start:s.dec.InputOffset()], " \t\r\n:")
+	return nil
 }
