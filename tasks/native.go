@@ -82,3 +82,42 @@ func (p *privacy) native(n *provider.Native) *provider.Native {
 	}
 	return out
 }
+
+// nativeNames drops r's native answer when a name the provider chose in
+// it (the model, the stop reason) is not a plain identifier: the client
+// is then answered from the task's answer, whose names follow the
+// owner's policy (identifiers), as every other answer's do.
+func (p *privacy) nativeNames(r *Result) {
+	n := r.Native
+	if n == nil {
+		return
+	}
+	var names []string
+	var whole struct {
+		Model      string `json:"model"`
+		StopReason string `json:"stop_reason"`
+		Message    struct {
+			Model string `json:"model"`
+		} `json:"message"`
+		Delta struct {
+			StopReason string `json:"stop_reason"`
+		} `json:"delta"`
+	}
+	read := func(b []byte) {
+		whole.Model, whole.StopReason, whole.Message.Model, whole.Delta.StopReason = "", "", "", ""
+		_ = json.Unmarshal(b, &whole) // a body that does not parse names nothing
+		names = append(names, whole.Model, whole.StopReason, whole.Message.Model, whole.Delta.StopReason)
+	}
+	if len(n.Body) > 0 {
+		read(n.Body)
+	}
+	for _, ev := range n.Events {
+		read(ev.Data)
+	}
+	for _, name := range names {
+		if p.identifier(name) != name {
+			r.Native = nil
+			return
+		}
+	}
+}

@@ -51,13 +51,15 @@ func (p *privacy) identifier(in string) string {
 
 // identifiers applies identifier to the provider-named fields of a
 // result: its finish reason and system fingerprint, and every choice's
-// finish and stop reasons.
+// finish and stop reasons; a native answer naming anything else is not
+// kept (nativeNames).
 func (p *privacy) identifiers(r *Result) {
 	r.FinishReason, r.SystemFingerprint, r.StopReason = p.identifier(r.FinishReason), p.identifier(r.SystemFingerprint), p.identifier(r.StopReason)
 	for i := range r.Choices {
 		c := &r.Choices[i]
 		c.FinishReason, c.StopReason = p.identifier(c.FinishReason), p.identifier(c.StopReason)
 	}
+	p.nativeNames(r)
 }
 
 // text is one text as it may be stored. Under hash-only the text still
