@@ -38,7 +38,8 @@ func NewAnthropic(baseURL, apiKey string, hc *http.Client) *Anthropic {
 	return &Anthropic{endpoint: root + "/v1/messages", apiKey: apiKey, hc: hc}
 }
 
-// Complete sends req once, translated by anthropicBody. On failure it
+// Complete sends req once, translated by anthropicBody, or natively when
+// it carries an Anthropic Messages body (anthropic_native.go). On failure it
 // returns a *Error as OpenAI.Complete does, classified by
 // ClassifyAnthropic; and ClassRejected "invalid_request", without sending
 // anything, when the output limit is not positive, because the Messages API
@@ -46,6 +47,9 @@ func NewAnthropic(baseURL, apiKey string, hc *http.Client) *Anthropic {
 // or when a field cannot be carried (the *Unsupported is its cause, for
 // errors.As).
 func (c *Anthropic) Complete(ctx context.Context, req Request) (*Response, error) {
+	if n := nativeOf(req.Chat); n != nil {
+		return c.completeNative(ctx, req, n)
+	}
 	body, err := c.body(req)
 	if err != nil {
 		return nil, err

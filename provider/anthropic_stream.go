@@ -22,9 +22,16 @@ type anthropicStreamState struct {
 	usage    anthropicwire.Usage
 	seen     bool   // some usage was reported
 	final    *Usage // the usage of a whole answer
+	// current is the native event being handled: the first delta it
+	// makes carries it (anthropic_native.go).
+	current *NativeEvent
+	events  *NativeAnswer // a native stream's events so far
 }
 
 func (s *anthropicStreamState) emit(d Delta) {
+	if s.current != nil {
+		d.Native, s.current = s.current, nil
+	}
 	if s.onDelta != nil {
 		s.onDelta(d)
 	}
@@ -258,6 +265,9 @@ func (s *anthropicStreamState) response(status int, err error) (*Response, error
 // call's ordinal; message_start and message_delta carry the usage,
 // message_stop ends it. The Response is assembled as Complete's.
 func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
+	if n := nativeOf(req.Chat); n != nil {
+		return c.streamNative(ctx, req, n, onDelta)
+	}
 	body, err := c.body(req)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package provider
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Native carry: a request made in a provider API's own dialect (Anthropic
 // Messages from an Anthropic client, OpenAI Responses from a Responses
@@ -44,6 +47,9 @@ type Native struct {
 type NativeAnswer struct {
 	API  API             `json:"api"`
 	Body json.RawMessage `json:"body,omitempty"`
+	// Events are a stream's events, in order, when the answer was
+	// streamed (Body is then empty).
+	Events []NativeEvent `json:"events,omitempty"`
 }
 
 // NativeEvent is one Server-Sent Event of a natively carried stream, as
@@ -51,4 +57,85 @@ type NativeAnswer struct {
 type NativeEvent struct {
 	Event string `json:"event,omitempty"`
 	Data  []byte `json:"data"`
+}
+
+// Carrier is a Client that can send a request natively in some APIs:
+// Carries reports whether it sends a Request whose Chat.Native is in api
+// as the client wrote it.
+type Carrier interface {
+	Carries(api API) bool
+}
+
+// CarriedBy reports whether c sends requests natively in api.
+func CarriedBy(c Client, api API) bool {
+	carrier, ok := c.(Carrier)
+	return ok && carrier.Carries(api)
+}
+
+// MarshalJSON writes Body as a JSON string, as Native's does, so that a
+// stored answer replays as the bytes the provider sent.
+func (a NativeAnswer) MarshalJSON() ([]byte, error) {
+	type plain NativeAnswer
+	return json.Marshal(struct {
+		plain
+		Body string `json:"body,omitempty"`
+	}{plain(a), string(a.Body)})
+}
+
+// UnmarshalJSON reads Body as MarshalJSON writes it, or as a JSON value.
+func (a *NativeAnswer) UnmarshalJSON(b []byte) error {
+	type plain NativeAnswer
+	var in struct {
+		plain
+		Body json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*a = NativeAnswer(in.plain)
+	body, err := bodyOf(in.Body)
+	a.Body = body
+	return err
+}
+
+// bodyOf is a body as MarshalJSON wrote it (a string holding the JSON)
+// or as a JSON value; nil for none.
+func bodyOf(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '"' {
+		return append(json.RawMessage(nil), raw...), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	if s == "" {
+		return nil, nil
+	}
+	return json.RawMessage(s), nil
+}
+
+// MarshalJSON writes Data as a JSON string rather than base64: an event's
+// data is text, and is stored as such.
+func (e NativeEvent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Event string `json:"event,omitempty"`
+		Data  string `json:"data"`
+	}{e.Event, string(e.Data)})
+}
+
+// UnmarshalJSON reads an event as MarshalJSON writes it.
+func (e *NativeEvent) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Event string `json:"event"`
+		Data  string `json:"data"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*e = NativeEvent{Event: in.Event, Data: []byte(in.Data)}
+	return nil
 }

@@ -28,6 +28,9 @@ type sseCall struct {
 	// whole handles a server that answered a whole JSON body instead of a
 	// stream (some ignore "stream": true).
 	whole func(status int, header http.Header, body []byte) error
+	// onEvent, when set, takes each event's data with its event name
+	// instead of onData (a native stream relays both).
+	onEvent func(event, data string) (done bool, err error)
 }
 
 func (c sseCall) do(ctx context.Context) (status int, err error) {
@@ -71,12 +74,21 @@ func (c sseCall) do(ctx context.Context) (status int, err error) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
+	event := ""
 	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data:")
-		if !ok {
-			continue // event names, comments, blank separators
+		line := sc.Text()
+		if name, ok := strings.CutPrefix(line, "event:"); ok {
+			event = strings.TrimSpace(name)
+			continue
 		}
-		done, err := c.onData(strings.TrimSpace(data))
+		data, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			if line == "" {
+				event = ""
+			}
+			continue // comments, blank separators
+		}
+		done, err := c.dispatch(event, strings.TrimSpace(data))
 		if err != nil {
 			return resp.StatusCode, err
 		}
@@ -89,4 +101,12 @@ func (c sseCall) do(ctx context.Context) (status int, err error) {
 		e.Code, e.cause = CodeTimeout, ctx.Err()
 	}
 	return resp.StatusCode, e
+}
+
+// dispatch hands one event's data to onEvent, or else to onData.
+func (c sseCall) dispatch(event, data string) (bool, error) {
+	if c.onEvent != nil {
+		return c.onEvent(event, data)
+	}
+	return c.onData(data)
 }

@@ -81,16 +81,18 @@ func (anthropicMessages) decode(c echo.Context, d *Deps) (antCall, admission, er
 }
 
 // decodeMessages is a Messages body, with what its headers asked, as a
-// call and its admission.
+// call and its admission; the body is carried natively
+// (anthropic_native.go).
 func decodeMessages(raw []byte, hdr antHeader) (antCall, admission, error) {
 	var in antRequest
-	if err := decodeBytes(raw, &in, scanLenient, ""); err != nil {
+	if err := decodeCarried(raw, &in); err != nil {
 		return antCall{}, admission{}, err
 	}
 	req, paths, err := in.task(hdr, false)
 	if err != nil {
 		return antCall{}, admission{}, err
 	}
+	req = carried(req, raw, hdr, paths)
 	return antCall{paths: paths}, admission{req: req, stream: in.Stream, keyPrefix: "msg/",
 		badKey: antFieldError("Idempotency-Key", "must be 1-255 printable ASCII characters")}, nil
 }
@@ -98,6 +100,9 @@ func decodeMessages(raw []byte, hdr antHeader) (antCall, admission, error) {
 func (anthropicMessages) refused(call antCall, err error) error { return call.paths.antFields(err) }
 
 func (anthropicMessages) answer(c echo.Context, _ *Deps, _ antCall, t tasks.Task) error {
+	if body := antNativeAnswer(t); body != nil {
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
+	}
 	m, err := antMessageOf(t)
 	if err != nil {
 		return err
@@ -109,12 +114,20 @@ func (anthropicMessages) streamLive(c echo.Context, d *Deps, _ antCall, created 
 	return streamMessage(c, d, created)
 }
 
-// streamStored rebuilds a replayed stream from the stored answer.
+// streamStored writes a replayed stream: the provider's events as it
+// sent them when the stream was carried natively, else rebuilt from the
+// stored answer.
 func (anthropicMessages) streamStored(c echo.Context, _ *Deps, _ antCall, t tasks.Task) error {
+	s := newAntStream(c, t)
+	if events := antNativeEvents(t); events != nil {
+		for i := range events {
+			s.relay(&events[i])
+		}
+		return nil
+	}
 	if _, err := antMessageOf(t); err != nil {
 		return err
 	}
-	s := newAntStream(c, t)
 	s.replay(t)
 	s.finish(t)
 	return nil

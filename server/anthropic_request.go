@@ -35,6 +35,10 @@ type antRequest struct {
 	OutputFormat json.RawMessage `json:"output_format"`
 
 	extra map[string]json.RawMessage // top-level fields Tollgate does not carry
+	// unmodeled, for a body carried natively (anthropic_native.go), are
+	// the paths of the members the scan found that no field models; nil
+	// otherwise, and unknown members are refused.
+	unmodeled []string
 }
 
 func (r *antRequest) setPassthrough(extra map[string]json.RawMessage) { r.extra = extra }
@@ -67,6 +71,24 @@ var antNotCarried = []string{"container", "context_management", "diagnostics", "
 type antPaths struct {
 	system bool         // messages[0] is the system prompt
 	msgs   []antMsgPath // one per task message
+	// carry, for a body carried natively, collects what the task request
+	// cannot say; nil refuses it.
+	carry *antCarry
+}
+
+// antCarry is what a natively carried body holds beyond the task
+// request, by path: members no field models, blocks and tools of types
+// Tollgate does not carry.
+type antCarry struct{ unmodeled []string }
+
+// skip notes the block or tool at path as not modeled; false when the
+// request is not carried natively and must be refused.
+func (p *antPaths) skip(path string) bool {
+	if p.carry == nil {
+		return false
+	}
+	p.carry.unmodeled = append(p.carry.unmodeled, path)
+	return true
 }
 
 type antMsgPath struct {
@@ -91,7 +113,7 @@ func (r antRequest) known(count bool) error {
 			keys = append(keys, k)
 		}
 	}
-	if slices.Sort(keys); len(keys) > 0 {
+	if slices.Sort(keys); len(keys) > 0 && r.unmodeled == nil {
 		k := keys[0]
 		if slices.Contains(antNotCarried, k) {
 			return antFieldError(k, "is a Messages API field Tollgate does not carry")
@@ -117,6 +139,19 @@ func (r antRequest) known(count bool) error {
 // count_tokens request, which has no max_tokens.
 func (r antRequest) task(hdr antHeader, count bool) (tasks.Request, antPaths, error) {
 	var paths antPaths
+	if r.unmodeled != nil {
+		paths.carry = &antCarry{unmodeled: slices.Clone(r.unmodeled)}
+		// The fields Tollgate shadows to refuse are, carried natively,
+		// what the task request cannot say.
+		for _, f := range []struct {
+			name string
+			v    json.RawMessage
+		}{{"output_config", r.OutputConfig}, {"output_format", r.OutputFormat}} {
+			if f.v != nil {
+				paths.carry.unmodeled = append(paths.carry.unmodeled, f.name)
+			}
+		}
+	}
 	if err := r.known(count); err != nil {
 		return tasks.Request{}, paths, err
 	}
@@ -151,7 +186,7 @@ func (r antRequest) task(hdr antHeader, count bool) (tasks.Request, antPaths, er
 	if err := antMessages(r.Messages, &chat, &paths); err != nil {
 		return tasks.Request{}, paths, err
 	}
-	if err := antTools(r.Tools, r.ToolChoice, &chat); err != nil {
+	if err := antTools(r.Tools, r.ToolChoice, &chat, &paths); err != nil {
 		return tasks.Request{}, paths, err
 	}
 	return tasks.Request{Chat: chat}.Canonical(), paths, nil
@@ -210,7 +245,7 @@ func antMessages(msgs []anthropicwire.Message, chat *provider.Chat, paths *antPa
 			}
 			calls = nil
 		case "assistant":
-			msg, path, ids, err := antAssistant(at, *m.Content)
+			msg, path, ids, err := antAssistant(at, *m.Content, paths)
 			if err != nil {
 				return err
 			}
@@ -258,7 +293,9 @@ func antUser(at string, c anthropicwire.Content, calls map[string]bool, chat *pr
 		case "tool_use", "thinking", "redacted_thinking":
 			return antFieldError(bat+".type", b.Type+" blocks come from the assistant")
 		default:
-			return antBlockRefused(bat, b.Type)
+			if !paths.skip(bat) {
+				return antBlockRefused(bat, b.Type)
+			}
 		}
 	}
 	if parts != nil {
@@ -321,8 +358,8 @@ func antToolResult(at string, b anthropicwire.Block, calls map[string]bool) (pro
 // antAssistant is an assistant message, and the ids of its tool calls.
 // Its tool_use blocks must come last: the task request keeps an
 // assistant's calls after its other blocks.
-func antAssistant(at string, c anthropicwire.Content) (provider.Message, antMsgPath, map[string]bool, error) {
-	a := antAssistantMsg{at: at, path: antMsgPath{at: at, result: -1}, msg: provider.Message{Role: "assistant"}, ids: map[string]bool{}}
+func antAssistant(at string, c anthropicwire.Content, paths *antPaths) (provider.Message, antMsgPath, map[string]bool, error) {
+	a := antAssistantMsg{at: at, path: antMsgPath{at: at, result: -1}, msg: provider.Message{Role: "assistant"}, ids: map[string]bool{}, paths: paths}
 	if c.Text != nil {
 		a.msg.Content = provider.Text(*c.Text)
 		return a.msg, a.path, nil, nil
@@ -348,6 +385,7 @@ type antAssistantMsg struct {
 	path  antMsgPath
 	ids   map[string]bool // the ids of its tool calls
 	parts []provider.Part
+	paths *antPaths
 }
 
 // block reads the j-th block, b, by its type.
@@ -372,6 +410,9 @@ func (a *antAssistantMsg) block(j int, b anthropicwire.Block) error {
 	case "tool_result":
 		return antFieldError(bat+".type", "tool_result blocks come from the user")
 	default:
+		if a.paths.skip(bat) {
+			return nil
+		}
 		return antBlockRefused(bat, b.Type)
 	}
 	if err != nil {
@@ -516,10 +557,13 @@ func antOnly(at string, b anthropicwire.Block, allowed ...string) error {
 // antTools sets chat's tools and tool choice. Anthropic's server tools
 // (web search, code execution, ...) run on Anthropic's side and are not
 // carried.
-func antTools(tools []anthropicwire.Tool, choice *anthropicwire.ToolChoice, chat *provider.Chat) error {
+func antTools(tools []anthropicwire.Tool, choice *anthropicwire.ToolChoice, chat *provider.Chat, paths *antPaths) error {
 	for i, t := range tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		if t.Type != nil && *t.Type != "custom" {
+			if paths.skip(at) {
+				continue
+			}
 			return antFieldError(at+".type", "Tollgate carries custom (client) tools only")
 		}
 		if t.InputSchema == nil {
@@ -644,7 +688,7 @@ func (p antPaths) antFields(err error) error {
 			out.Fields[i] = tasks.FieldError{Field: p.antField(f.Field), Message: f.Message}
 		}
 		return out
-	case errors.As(err, &re) && re.Field != "":
+	case errors.As(err, &re) && re.Field != "" && !p.unmodeled(re.Field):
 		to := p.antField(re.Field)
 		return &tasks.RefusedError{Field: to, Code: re.Code, Message: strings.ReplaceAll(re.Message, re.Field, to)}
 	}

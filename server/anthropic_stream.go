@@ -27,6 +27,9 @@ type antStream struct {
 	open      string // the open block's type, "" for none
 	signed    bool   // the open thinking block has its signature
 	tools     map[int]int
+	// native: the provider's own events are relayed (a request carried
+	// natively), and nothing is synthesized.
+	native bool
 }
 
 func newAntStream(c echo.Context, t tasks.Task) *antStream {
@@ -80,6 +83,9 @@ func (s *antStream) blockDelta(index int, delta anthropicwire.BlockDelta) bool {
 
 // delta relays one piece of the answer.
 func (s *antStream) delta(d provider.Delta) bool {
+	if d.Native != nil || s.native {
+		return s.relay(d.Native)
+	}
 	s.start()
 	switch {
 	case d.Thinking != "":
@@ -151,6 +157,9 @@ func (s *antStream) replay(t tasks.Task) {
 // finish ends the stream: the open block, then message_delta with the
 // stop reason and the whole usage, and message_stop.
 func (s *antStream) finish(t tasks.Task) {
+	if s.native {
+		return // the provider's message_stop was relayed
+	}
 	s.start()
 	s.closeBlock()
 	reason, sequence := antStop(antAnswerChoice(t))

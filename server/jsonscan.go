@@ -54,6 +54,13 @@ const (
 	// not act on; they are passed through), refuses unknown members below
 	// it, and still refuses a case variant of a known one.
 	scanLenient
+	// scanNative collects the unknown members of the top-level object as
+	// scanLenient does, and lists every unknown member, at any depth, by
+	// its path: a body carried natively (provider.Native) reaches its
+	// provider with them, so they are noted, not refused. Their values
+	// are checked as any JSON is; a case variant of a known member is
+	// still refused.
+	scanNative
 )
 
 // scanJSON checks raw as the JSON encoding of a value of type t (nil: any
@@ -64,15 +71,24 @@ const (
 // their raw JSON values. Its errors are 400 problems naming the field, or
 // the decoder's own syntax errors (see decodeError).
 func scanJSON(raw []byte, t reflect.Type, mode scanMode, root string) ([]byte, map[string]json.RawMessage, error) {
+	s, err := scan(raw, t, mode, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.edited(), s.extra, nil
+}
+
+// scan is scanJSON's walk, the scanner returned with what it found.
+func scan(raw []byte, t reflect.Type, mode scanMode, root string) (*scanner, error) {
 	s := &scanner{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw)), mode: mode}
 	s.dec.UseNumber()
 	if err := s.value(t, root, 0, nil); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := s.dec.Token(); err != io.EOF {
-		return nil, nil, errTrailing
+		return nil, errTrailing
 	}
-	return s.edited(), s.extra, nil
+	return s, nil
 }
 
 // edited is the body with the scanner's edits applied.
@@ -103,6 +119,9 @@ type scanner struct {
 	mode  scanMode
 	edits []edit
 	extra map[string]json.RawMessage // scanLenient: the top level's unknown members
+	// unmodeled are the paths of the unknown members (scanNative), in
+	// the body's order.
+	unmodeled []string
 }
 
 // token reads the next token, remembering where it starts. A NaN or an
@@ -314,27 +333,9 @@ func (s *scanner) object(t reflect.Type, path string, depth int, b *bound) error
 				child, cb = f.typ, boundOf(f)
 				break
 			}
-			for name := range fields {
-				if strings.EqualFold(name, key) {
-					// encoding/json would bind it to name: field names
-					// are case-sensitive here, so nothing binds twice.
-					msg := fmt.Sprintf("is not a field; names are case-sensitive (did you mean %q?)", name)
-					return badRequest(fmt.Sprintf("Unknown field %q: field names are case-sensitive (did you mean %q?).", kp, name),
-						tasks.FieldError{Field: kp, Message: msg})
-				}
-			}
-			if s.mode == scanStrict || depth > 1 {
-				return badRequest(fmt.Sprintf("Unknown field %q.", kp), tasks.FieldError{Field: kp, Message: "unknown field"})
-			}
-			start := int(s.dec.InputOffset())
-			if err := s.value(nil, kp, depth, nil); err != nil {
+			if err := s.unknown(fields, key, kp, depth); err != nil {
 				return err
 			}
-			if s.extra == nil {
-				s.extra = map[string]json.RawMessage{}
-			}
-			// The value read, without the colon and space before it.
-			s.extra[key] = bytes.TrimLeft(s.raw[start:s.dec.InputOffset()], " \t\r\n:")
 			continue
 		}
 		if err := s.value(child, kp, depth, cb); err != nil {
@@ -596,4 +597,40 @@ func kindName(t reflect.Type) string {
 		return "an object"
 	}
 	return "of another type"
+}
+
+// unknown handles the member key (at kp) that no field of the object's
+// struct names: refused when a field differs from it only in case, or in
+// scanStrict mode (scanLenient: below the top level); else its value is
+// checked, kept when at the top level (extra) and, in scanNative mode,
+// listed by its path.
+func (s *scanner) unknown(fields map[string]jsonField, key, kp string, depth int) error {
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			// encoding/json would bind it to name: field names
+			// are case-sensitive here, so nothing binds twice.
+			msg := fmt.Sprintf("is not a field; names are case-sensitive (did you mean %q?)", name)
+			return badRequest(fmt.Sprintf("Unknown field %q: field names are case-sensitive (did you mean %q?).", kp, name),
+				tasks.FieldError{Field: kp, Message: msg})
+		}
+	}
+	if s.mode == scanStrict || (s.mode == scanLenient && depth > 1) {
+		return badRequest(fmt.Sprintf("Unknown field %q.", kp), tasks.FieldError{Field: kp, Message: "unknown field"})
+	}
+	start := int(s.dec.InputOffset())
+	if err := s.value(nil, kp, depth, nil); err != nil {
+		return err
+	}
+	if s.mode == scanNative {
+		s.unmodeled = append(s.unmodeled, kp)
+		if depth > 1 {
+			return nil
+		}
+	}
+	if s.extra == nil {
+		s.extra = map[string]json.RawMessage{}
+	}
+	// The value read, without the colon and space before it.
+	s.extra[key] = bytes.TrimLeft(s.raw[start:s.dec.InputOffset()], " \t\r\n:")
+	return nil
 }

@@ -126,7 +126,7 @@ func (r *Result) seal(s *seal.Sealer, id string) {
 func (r Result) stored() Result {
 	out := r
 	out.Output, out.Message, out.Choices, out.Logprobs = "", nil, nil, nil
-	out.StopReason, out.StopSequence = "", ""
+	out.StopReason, out.StopSequence, out.Native = "", "", nil
 	if r.Embedding != nil {
 		e := *r.Embedding
 		e.Vectors = nil

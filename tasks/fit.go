@@ -94,6 +94,9 @@ func (f *modelFit) fits(m catalog.Model, req Request) *RefusedError {
 	if r := refuseChatOn(m); r != nil {
 		return r
 	}
+	if r := f.refuseNativeOn(m, req); r != nil {
+		return r
+	}
 	if capability, field := m.Missing(req.Chat); capability != "" {
 		return &RefusedError{Field: field, Code: "model_lacks_" + capability,
 			Message: fmt.Sprintf("model %s does not support %s", m.Name, capability)}

@@ -61,6 +61,8 @@ type keptBody struct {
 	// Embeddings is an embeddings answer's vectors; such an answer has no
 	// choices.
 	Embeddings [][]float32 `json:"embeddings,omitempty"`
+	// Native is the provider's answer as it sent it (native.go).
+	Native *provider.NativeAnswer `json:"native,omitempty"`
 }
 
 type keptUsage struct {
@@ -73,7 +75,7 @@ type keptUsage struct {
 
 func keptBodyOf(resp *provider.Response, stream *replay.StreamInfo) keptBody {
 	b := keptBody{Content: resp.Text(), Model: resp.Model, FinishReason: resp.FinishReason(), Status: resp.Status, Stream: stream,
-		SystemFingerprint: resp.SystemFingerprint, Embeddings: resp.Embeddings}
+		SystemFingerprint: resp.SystemFingerprint, Embeddings: resp.Embeddings, Native: resp.Native}
 	if choices := choicesOf(resp); richAnswer(choices) || len(choices) == 1 && choices[0].Index != 0 {
 		b.Choices = choices
 	}
@@ -98,6 +100,7 @@ func (b keptBody) response() *provider.Response {
 		}
 	}
 	r.Model, r.Status, r.SystemFingerprint, r.Usage = b.Model, b.Status, b.SystemFingerprint, b.usage()
+	r.Native = b.Native
 	return r
 }
 

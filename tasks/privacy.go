@@ -51,13 +51,15 @@ func (p *privacy) identifier(in string) string {
 
 // identifiers applies identifier to the provider-named fields of a
 // result: its finish reason and system fingerprint, and every choice's
-// finish and stop reasons.
+// finish and stop reasons; a native answer naming anything else is not
+// kept (nativeNames).
 func (p *privacy) identifiers(r *Result) {
 	r.FinishReason, r.SystemFingerprint, r.StopReason = p.identifier(r.FinishReason), p.identifier(r.SystemFingerprint), p.identifier(r.StopReason)
 	for i := range r.Choices {
 		c := &r.Choices[i]
 		c.FinishReason, c.StopReason = p.identifier(c.FinishReason), p.identifier(c.StopReason)
 	}
+	p.nativeNames(r)
 }
 
 // text is one text as it may be stored. Under hash-only the text still
@@ -126,31 +128,7 @@ func (p *privacy) request(r Request) Request {
 		out.Metadata, _ = p.value(r.Metadata).(map[string]any)
 	}
 	out.Embedding = p.embedding(r.Embedding)
-	out.Native = p.redactNative(r.Native)
-	return out
-}
-
-// redactNative is a natively carried body as it may be stored, whatever
-// its API: every key and string of the body and every header value
-// through the policy (as a pass-through field is), the paths of what it
-// holds unmodeled as identifiers. The body sent stays in the sealed raw
-// request only.
-func (p *privacy) redactNative(n *provider.Native) *provider.Native {
-	if n == nil {
-		return nil
-	}
-	out := &provider.Native{API: n.API, Body: p.json(n.Body)}
-	for _, u := range n.Unmodeled {
-		out.Unmodeled = append(out.Unmodeled, p.identifier(u))
-	}
-	if n.Header != nil {
-		out.Header = make(map[string][]string, len(n.Header))
-		for k, vs := range n.Header {
-			for _, v := range vs {
-				out.Header[k] = append(out.Header[k], p.text(v))
-			}
-		}
-	}
+	out.Native = p.native(r.Native)
 	return out
 }
 

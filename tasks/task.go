@@ -146,7 +146,7 @@ func (r Request) Hash() []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r.Canonical()); err != nil {
+	if err := enc.Encode(r.Canonical().hashView()); err != nil {
 		// A decoded request always re-encodes; failing here is a bug.
 		panic(fmt.Sprintf("tasks: encode request: %v", err))
 	}
@@ -239,15 +239,15 @@ type Result struct {
 	// sealed with the answer, as the message is.
 	StopReason   string `json:"stop_reason,omitempty"`
 	StopSequence string `json:"stop_sequence,omitempty"`
-	Usage        Usage  `json:"usage"`
-	CostMicros   int64  `json:"cost_micros"`
+	// Native is the provider's answer as it sent it, when the request was
+	// carried natively (provider.Native): sealed with the answer, so a
+	// replay answers the same bytes; never in the task's JSON.
+	Native     *provider.NativeAnswer `json:"-"`
+	Usage      Usage                  `json:"usage"`
+	CostMicros int64                  `json:"cost_micros"`
 	// Embedding is an embeddings task's answer (embed.go); its vectors
 	// are sealed beside the result, never in it.
 	Embedding *EmbeddingResult `json:"embedding,omitempty"`
-	// Native is the provider's answer as it sent it, for a request
-	// carried natively (provider.Native): sealed with the answer, so
-	// that every reading of the task answers the same bytes.
-	Native *provider.NativeAnswer `json:"-"`
 
 	sealedOutput []byte // stored beside the result (output_sealed), never in it
 	sealedAnswer []byte // likewise (answer_sealed); nil for a text-only answer
