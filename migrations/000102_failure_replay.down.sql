@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS public.tasks_failed_requests;
