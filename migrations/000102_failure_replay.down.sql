@@ -1,1 +1,1 @@
-DROP INDEX IF EXISTS public.tasks_failed_requests;
+DROP INDEX CONCURRENTLY IF EXISTS public.tasks_failed_requests;

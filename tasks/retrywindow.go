@@ -25,7 +25,9 @@ import (
 // a background request is answered at once and never retried on failure.
 //
 // Two identical requests that arrive together both run: the window opens
-// only once a failure is recorded.
+// only once a failure is recorded. A task's finished_at is the database's
+// clock and the window's start this process's (Config.Now): a skew
+// between the two moves the window by as much.
 
 // recentFailure is the owner's latest failed task of a request within
 // the window, and the provider calls the window's failed tasks of that
