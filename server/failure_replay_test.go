@@ -43,6 +43,18 @@ func openAIChatCall(t *testing.T, e *env, key, text string) sdkFailure {
 	return f
 }
 
+func openAIResponsesCall(t *testing.T, e *env, key, text string) sdkFailure {
+	t.Helper()
+	client, _, answers := sdkWithDefaultRetries(e, key)
+	_, err := client.Responses.New(context.Background(), respParams(text), option.WithMaxRetries(0))
+	f := sdkFailure{header: lastAnswer(answers.all())}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		f.callFailed, f.status, f.typ, f.code = true, apiErr.StatusCode, apiErr.Type, apiErr.Code
+	}
+	return f
+}
+
 func anthropicMessagesCall(t *testing.T, e *env, key, text string) sdkFailure {
 	t.Helper()
 	client, _, answers := antSDK(e, key, antoption.WithMaxRetries(0))
@@ -88,6 +100,8 @@ func TestFailureReplayedToAClientRetryingByItself(t *testing.T) {
 		{"OpenAI, unavailable after Tollgate's attempts", openAIChatCall, unavailable, maxAttempts,
 			sdkFailure{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_temporarily_unavailable"}},
 		{"OpenAI, rejected", openAIChatCall, rejected, 1,
+			sdkFailure{status: http.StatusBadRequest, typ: "invalid_request_error", code: "context_length_exceeded"}},
+		{"Responses, rejected", openAIResponsesCall, rejected, 1,
 			sdkFailure{status: http.StatusBadRequest, typ: "invalid_request_error", code: "context_length_exceeded"}},
 		{"Anthropic, unavailable after Tollgate's attempts", anthropicMessagesCall, unavailable, maxAttempts,
 			sdkFailure{status: 529, typ: "overloaded_error"}},
@@ -244,6 +258,9 @@ func TestFailureReplayedToAStream(t *testing.T) {
 	}
 	if n := e.fake.CallCount(); n != 1 {
 		t.Errorf("provider calls = %d, want 1", n)
+	}
+	if n := e.counter("tollgate_tasks_created_total", map[string]string{"outcome": "failure_replayed"}); n != 1 {
+		t.Errorf("tollgate_tasks_created_total{outcome=failure_replayed} = %v, want 1", n)
 	}
 	e.checkInvariants()
 }
