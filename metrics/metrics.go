@@ -98,7 +98,7 @@ func New() *Metrics {
 			Name: "tollgate_breaker_opened_total", Help: "Times a provider key's circuit breaker opened (account exhausted).",
 		}, []string{"provider_key"}),
 		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded, rate_limited, overloaded.",
+			Name: "tollgate_tasks_created_total", Help: "Task submissions by outcome: created, replayed, conflict, budget_exceeded, rate_limited, overloaded, failure_replayed.",
 		}, []string{"outcome"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_fallbacks_total", Help: "Route answers a guard substituted with the fallback, by route, guard and reason. Kept apart from 5xx: a fallback is an answer.",

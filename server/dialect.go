@@ -80,7 +80,8 @@ func (a admission) key(c echo.Context) (key string, keyed bool, err error) {
 // admit is the handler of every dialect's admitting route: decode, key,
 // admission, then the answer, live, stored or waited for. A task that
 // outlives the synchronous wait is a taskPending; one that failed is its
-// failure, both in the dialect's envelope.
+// failure, both in the dialect's envelope, as is a failure a call without
+// a key repeats (replayedFailure).
 func admit[C any](d *Deps, dl dialect[C]) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		call, a, err := dl.decode(c, d)
@@ -95,10 +96,13 @@ func admit[C any](d *Deps, dl dialect[C]) echo.HandlerFunc {
 		ctx := c.Request().Context()
 		live := a.stream && !a.background
 		created, err := submit(ctx, d, p, tasks.Submission{OwnerID: p.OwnerID, Workload: p.Workload,
-			IdempotencyKey: key, TraceID: traceIDOf(c), Request: a.req, Inline: live, Queue: a.background,
+			IdempotencyKey: key, Unkeyed: !keyed, TraceID: traceIDOf(c), Request: a.req, Inline: live, Queue: a.background,
 			Await: !a.background && !live})
 		if err != nil {
 			return dl.refused(call, err)
+		}
+		if created.ReplayedFailure {
+			return replayedFailure(ctx, d, c, created)
 		}
 		setTaskHeaders(c, created)
 		switch {

@@ -144,6 +144,9 @@ type envOptions struct {
 	listPass       bool          // with priceList: TOLLGATE_PASS_THROUGH=on
 	redactor       *redact.Redactor
 	authFailures   int // server.Deps.AuthFailures
+	// failureReplayWindow is tasks.Config.FailureReplayWindow: 0 its
+	// default, negative none.
+	failureReplayWindow time.Duration
 	// webhookAddresses replaces the owners' webhooks' address policy,
 	// which by default allows loopback, where the tests' receivers listen.
 	webhookAddresses *webhooks.AddressPolicy
@@ -267,6 +270,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 		ShedQueueWait:      o.shedQueueWait,
 		ShedSampleEvery:    o.shedSample,
 		RecordWithin:       o.recordWithin,
+		// 0 takes the default window, as a server does.
+		FailureReplayWindow: o.failureReplayWindow,
 	})
 	if err != nil {
 		t.Fatal(err)

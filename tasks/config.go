@@ -67,6 +67,11 @@ type Config struct {
 	// ShedSampleEvery is how often each process reads its queues' waits;
 	// default 1s.
 	ShedSampleEvery time.Duration
+	// FailureReplayWindow: a request without an idempotency key identical
+	// to one whose task failed this recently is answered with that failure,
+	// without a provider call (retrywindow.go). Default 60s; negative for
+	// none.
+	FailureReplayWindow time.Duration
 	// QueueOnly makes every attempt wait for River to fetch its job. By
 	// default a task's first attempt runs on arrival, in the process that
 	// admitted it, when a call slot is free (see runOnArrival).
@@ -152,6 +157,7 @@ func (c *Config) defaultDurations() {
 	orIfNotPositive(&c.ShedAdmittingAfter, 500*time.Millisecond)
 	orIfZero(&c.ShedQueueWait, time.Minute) // negative: never shed on the queue
 	orIfNotPositive(&c.ShedSampleEvery, time.Second)
+	orIfZero(&c.FailureReplayWindow, time.Minute) // negative: no window
 	orIfNotPositive(&c.RescueAfter, time.Hour)
 }
 

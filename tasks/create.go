@@ -22,6 +22,10 @@ import (
 type Created struct {
 	Task     Task
 	Replayed bool // an earlier submission with the same key and request
+	// ReplayedFailure: Task is the failed task of an identical request
+	// without a key, answered again instead of called again
+	// (retrywindow.go); nothing was written or reserved.
+	ReplayedFailure bool
 	// RateLimit is the rate limits' decision on the admission, for the
 	// x-ratelimit headers; nil when no limit applies (or on a replay).
 	RateLimit *limits.Decision
@@ -37,6 +41,10 @@ type Submission struct {
 	TraceID        string
 	Request        Request
 	RerunOf        string // the task this one repeats, for reruns
+	// Unkeyed: the client sent no idempotency key, and IdempotencyKey is
+	// the caller's own: a repeat of a request that failed moments ago is
+	// answered with that failure (retrywindow.go).
+	Unkeyed bool
 	// Inline: the caller runs the task itself (RunInline) to stream it; the
 	// River job is scheduled after the call's deadline, as a safety net.
 	Inline bool
@@ -66,7 +74,9 @@ type Submission struct {
 // *RateLimitedError (ErrRateLimited) when a rate limit of the owner or its
 // workload has no room this minute (nothing is written either), an
 // *OverloadError (ErrOverloaded) when it sheds the task (shed.go; nothing is
-// written either), and a *ValidationError for an invalid request.
+// written either), and a *ValidationError for an invalid request. An
+// Unkeyed submission identical to one that failed moments ago returns that
+// failed task with ReplayedFailure set, nothing written (retrywindow.go).
 //
 // Create decides and the admitter writes: the submission becomes a plan
 // (planFor), the plan an admission (prepare), and the admitter commits it,
@@ -93,6 +103,7 @@ func (s *intake) create(ctx context.Context, sub Submission) (created Created, e
 	// which costs most for the largest requests.
 	look := s.lookupOf(p)
 	look.room = p.amount
+	look.failedSince = s.failureWindowOf(sub)
 	if !sub.Inline && s.mayRunOnArrival() {
 		look.gateOf = p.model.Provider
 	}
@@ -102,6 +113,9 @@ func (s *intake) create(ctx context.Context, sub Submission) (created Created, e
 	}
 	if f.task != nil {
 		return s.replayed(*f.task, f.sameRequest)
+	}
+	if c, ok := s.replayFailure(ctx, f.failed); ok {
+		return c, nil
 	}
 	if f.noRoom {
 		s.cfg.Metrics.TaskSubmitted("budget_exceeded")
@@ -354,6 +368,9 @@ type lookupParams struct {
 	// room, when above zero, is a reservation whose room in the owner's
 	// budget is checked (budget.QueueNoHeadroom).
 	room int64
+	// failedSince, when not zero, reads the owner's failures of the same
+	// request since then (retrywindow.go).
+	failedSince time.Time
 }
 
 // found is what lookup read.
@@ -365,6 +382,9 @@ type found struct {
 	sameRequest bool
 	gate        gate.Mode // lookupParams.gateOf's gate; gate.Open when not read
 	noRoom      bool      // the owner's budget has no room for lookupParams.room
+	// failed is the request's latest failure since failedSince; nil for
+	// none.
+	failed *recentFailure
 }
 
 // lookupOf is the lookup of p's key and request hash.
@@ -382,6 +402,9 @@ func (s *intake) lookup(ctx context.Context, p lookupParams) (found, error) {
 	}
 	if p.gateOf != "" {
 		gate.QueuePeek(b, p.gateOf, &f.gate)
+	}
+	if !p.failedSince.IsZero() {
+		s.queueRecentFailure(b, p, &f.failed)
 	}
 	b.Queue(`SELECT redaction_policy FROM owners WHERE id = $1`, p.owner).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&f.policy)

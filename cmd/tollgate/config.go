@@ -66,6 +66,9 @@ type config struct {
 	// WebhookAllow are the addresses every webhook may reach
 	// (TOLLGATE_WEBHOOK_ALLOW), private or refused ones included.
 	WebhookAllow []netip.Prefix
+	// FailureReplayWindow: a call without an Idempotency-Key repeating
+	// one that failed this recently gets that failure again; 0: never.
+	FailureReplayWindow time.Duration
 }
 
 const (
@@ -149,6 +152,7 @@ func (c *config) readDurations(getenv func(string) string) error {
 		{"REQUEST_TIMEOUT_MS", 30000, 1, 1_800_000, time.Millisecond, &c.RequestTimeout},
 		{"TOLLGATE_MAX_ADMISSION_WAIT_MS", 500, 1, 600_000, time.Millisecond, &c.MaxAdmissionWait},
 		{"TOLLGATE_SHED_QUEUE_WAIT_S", 60, 0, 86_400, time.Second, &c.ShedQueueWait},
+		{"TOLLGATE_FAILURE_REPLAY_WINDOW_S", 60, 0, 3600, time.Second, &c.FailureReplayWindow},
 		{"TOLLGATE_RESCUE_AFTER_MS", 3_600_000, 1000, 86_400_000, time.Millisecond, &c.RescueAfter},
 		{"TOLLGATE_SYNC_WAIT_S", 60, 1, 600, time.Second, &c.SyncWait},
 		{"TOLLGATE_DRAIN_DELAY_S", 5, 0, 300, time.Second, &c.DrainDelay},
@@ -251,6 +255,7 @@ func (c config) logValue() slog.Value {
 		slog.Int("max_admitting", c.MaxAdmitting),
 		slog.Int64("max_admission_wait_ms", c.MaxAdmissionWait.Milliseconds()),
 		slog.Int64("shed_queue_wait_s", int64(c.ShedQueueWait/time.Second)),
+		slog.Int64("failure_replay_window_s", int64(c.FailureReplayWindow/time.Second)),
 		slog.Int64("rescue_after_ms", c.RescueAfter.Milliseconds()),
 		slog.String("drain_delay", c.DrainDelay.String()),
 		slog.String("drain_timeout", c.DrainTimeout.String()),

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/tasks"
 )
 
 // The shedding bounds: defaults, zero for none (passed to tasks.Config as
@@ -227,5 +229,38 @@ func TestWebhookAllowSettings(t *testing.T) {
 				t.Errorf("the logged config %s lacks webhook_allow=%s", cfg.logValue(), c.want)
 			}
 		})
+	}
+}
+
+// The failure replay window: a minute by default, zero for none (passed
+// to tasks.Config as -1), beyond an hour refused.
+func TestFailureReplayWindowSetting(t *testing.T) {
+	cases := []struct {
+		value   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", time.Minute, false},
+		{"5", 5 * time.Second, false},
+		{"0", -1, false},
+		{"3601", 0, true},
+		{"-1", 0, true},
+	}
+	for _, c := range cases {
+		cfg, err := loadConfig(func(k string) string {
+			if k == "TOLLGATE_FAILURE_REPLAY_WINDOW_S" {
+				return c.value
+			}
+			return ""
+		})
+		if (err != nil) != c.wantErr {
+			t.Fatalf("%q: loadConfig: err = %v, want error %v", c.value, err, c.wantErr)
+		}
+		if c.wantErr {
+			continue
+		}
+		if got := tasksConfig(cfg, func(string) string { return "" }, tasks.Config{}).FailureReplayWindow; got != c.want {
+			t.Errorf("%q: tasks.Config.FailureReplayWindow = %s, want %s", c.value, got, c.want)
+		}
 	}
 }

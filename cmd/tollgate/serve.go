@@ -253,6 +253,7 @@ func tasksConfig(cfg config, getenv func(string) string, c tasks.Config) tasks.C
 	// Zero in the environment turns a bound off; zero in Config takes
 	// its default.
 	c.MaxAdmitting, c.ShedAdmittingAfter, c.ShedQueueWait = orNone(cfg.MaxAdmitting), cfg.MaxAdmissionWait, orNone(cfg.ShedQueueWait)
+	c.FailureReplayWindow = orNone(cfg.FailureReplayWindow)
 	return c
 }
 

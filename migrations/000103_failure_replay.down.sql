@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS public.tasks_failed_requests;
