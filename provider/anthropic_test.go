@@ -157,7 +157,7 @@ func TestAnthropicCompleteScripted(t *testing.T) {
 		{
 			name:    "400 context too long",
 			script:  fake.Scripted{Status: 400, Body: errBody("invalid_request_error", "prompt is too long: 200251 tokens > 200000 maximum")},
-			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded"},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded", ContextWindow: 200000, ContextTokens: 200251},
 			wantRaw: true,
 		},
 		{

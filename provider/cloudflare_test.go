@@ -110,7 +110,7 @@ func TestCloudflareCompleteScripted(t *testing.T) {
 		{
 			name:    "400 context too long",
 			script:  fake.Scripted{Status: 400, Body: fail("5021", "The estimated number of input and maximum output tokens (8810) exceeded this model context window limit (8192).")},
-			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded"},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded", ContextWindow: 8192, ContextTokens: 8810},
 			wantRaw: true,
 		},
 		{

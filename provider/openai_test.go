@@ -146,7 +146,7 @@ func TestOpenAICompleteScripted(t *testing.T) {
 		{
 			name:    "400 context too long",
 			script:  fake.Scripted{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`},
-			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded", Param: "messages"},
+			wantErr: &provider.Error{Class: provider.ClassRejected, Status: 400, Code: "context_length_exceeded", Param: "messages", ContextWindow: 4097, ContextTokens: 4294},
 			wantRaw: true,
 		},
 		{

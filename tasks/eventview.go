@@ -61,6 +61,9 @@ func (s *reader) eventView(t Task, raw *Request) Task {
 		}
 	}
 	r.Logprobs = nil
+	// The provider's own answer bytes hold its texts unredacted; an event
+	// carries the answer through the fields above only.
+	r.Native = nil
 	r.StopSequence = p.text(r.StopSequence)
 	if e := r.Embedding; e != nil {
 		r.Embedding = &EmbeddingResult{Count: e.Count, Dimensions: e.Dimensions, SHA256: e.SHA256}

@@ -19,7 +19,7 @@ func TestEventViewDecidesEveryField(t *testing.T) {
 	t.Parallel()
 	known := map[reflect.Type][]string{
 		reflect.TypeFor[Result](): {"Output", "Message", "Choices", "Logprobs", "Model", "SystemFingerprint", "FinishReason",
-			"StopReason", "StopSequence", "Usage", "CostMicros", "Embedding", "sealedOutput", "sealedAnswer"},
+			"StopReason", "StopSequence", "Native", "Usage", "CostMicros", "Embedding", "sealedOutput", "sealedAnswer"},
 		reflect.TypeFor[Choice]():            {"Index", "Message", "FinishReason", "Logprobs", "StopReason", "StopSequence"},
 		reflect.TypeFor[provider.Message]():  {"Role", "Content", "Name", "ToolCalls", "ToolCallID", "Refusal", "IsError", "CacheControl"},
 		reflect.TypeFor[provider.Part]():     {"Type", "Text", "ImageURL", "Thinking", "Signature", "Data", "CacheControl"},
