@@ -14,16 +14,21 @@ import (
 
 type nativeJSON struct {
 	API       API                 `json:"api"`
-	Body      json.RawMessage     `json:"body"`
+	Body      json.RawMessage     `json:"body,omitempty"`
 	Unmodeled []string            `json:"unmodeled,omitempty"`
 	Header    map[string][]string `json:"header,omitempty"`
 }
 
-// MarshalJSON writes n with its body as a string of its bytes.
+// MarshalJSON writes n with its body as a string of its bytes, and no
+// body for none (a stored record keeps the body only sealed).
 func (n Native) MarshalJSON() ([]byte, error) {
-	body, err := json.Marshal(string(n.Body))
-	if err != nil {
-		return nil, err
+	var body json.RawMessage
+	if len(n.Body) > 0 {
+		b, err := json.Marshal(string(n.Body))
+		if err != nil {
+			return nil, err
+		}
+		body = b
 	}
 	return json.Marshal(nativeJSON{API: n.API, Body: body, Unmodeled: n.Unmodeled, Header: n.Header})
 }

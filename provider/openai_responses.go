@@ -33,17 +33,17 @@ const (
 // ResponsesModes lists the values Options.Responses accepts.
 func ResponsesModes() []string { return []string{ResponsesNative, ResponsesChat} }
 
-// CarriesNative reports whether the client sends requests made in api as
+// Carries reports whether the client sends requests made in api as
 // they are: Responses requests, unless the provider is set to chat
 // completions only.
-func (c *OpenAI) CarriesNative(api API) bool {
+func (c *OpenAI) Carries(api API) bool {
 	return api == APIOpenAIResponses && c.responses != ResponsesChat
 }
 
 // nativeCall reports whether chat goes to the Responses endpoint.
 func (c *OpenAI) nativeCall(chat Chat) bool {
 	n := chat.Native
-	if n == nil || !c.CarriesNative(n.API) {
+	if n == nil || !c.Carries(n.API) {
 		return false
 	}
 	return c.responses == ResponsesNative || len(n.Unmodeled) > 0

@@ -201,26 +201,23 @@ func TestResponsesModes(t *testing.T) {
 	}
 }
 
-func TestResponsesCheckNative(t *testing.T) {
+// TestResponsesCarried: an OpenAI provider carries Responses bodies
+// unless its responses option says chat; an Anthropic one never does.
+func TestResponsesCarried(t *testing.T) {
 	t.Parallel()
-	chat := respNativeChat(`{"model":"m","input":"hi","include":["x"]}`, "include", "client_metadata")
 	_, auto := respClient(t, provider.ResponsesAuto)
 	_, chatOnly := respClient(t, provider.ResponsesChat)
 	anthropic, err := provider.New(provider.KindAnthropic, provider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := provider.CheckNative(auto, provider.KindOpenAI, chat); err != nil {
-		t.Errorf("an OpenAI provider refused a native body: %v", err)
-	}
-	if err := provider.CheckNative(anthropic, provider.KindAnthropic, respNativeChat(`{}`)); err != nil {
-		t.Errorf("a native body with nothing unmodeled was refused: %v", err)
-	}
-	for kind, c := range map[string]provider.Client{provider.KindAnthropic: anthropic, provider.KindOpenAI: chatOnly} {
-		var u *provider.Unsupported
-		err := provider.CheckNative(c, kind, chat)
-		if !errors.As(err, &u) || u.Field != "include" || !strings.Contains(u.Reason, kind) {
-			t.Errorf("%s: CheckNative = %v, want the first unmodeled field and the kind", kind, err)
+	for _, tt := range []struct {
+		name   string
+		client provider.Client
+		want   bool
+	}{{"openai", auto, true}, {"openai, responses: chat", chatOnly, false}, {"anthropic", anthropic, false}} {
+		if got := provider.CarriedBy(tt.client, provider.APIOpenAIResponses); got != tt.want {
+			t.Errorf("%s: CarriedBy(openai.responses) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

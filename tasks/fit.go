@@ -129,15 +129,10 @@ func (f *modelFit) fits(m catalog.Model, req Request) *RefusedError {
 	return nil
 }
 
-// check is what m's provider adapter says of the chat sent to it: a
-// native body it cannot be given (provider.CheckNative), else its own
-// Check.
+// check is what m's provider adapter says of the chat sent to it (a
+// native body it cannot be given is refused before, refuseNativeOn).
 func (f *modelFit) check(m catalog.Model, req Request) error {
 	client, chat := f.clients[m.Provider], f.chatFor(m, req)
-	p, _ := f.catalog.Provider(m.Provider)
-	if err := provider.CheckNative(client, p.Kind, chat); err != nil {
-		return err
-	}
 	if c, ok := client.(provider.Checker); ok {
 		return c.Check(chat)
 	}

@@ -270,12 +270,15 @@ type tollgate struct {
 }
 
 // catalogFile names the upstream as one OpenAI and one Anthropic
-// provider, and the models the clients use.
+// provider, and the models the clients use. The OpenAI provider takes
+// every Responses request natively (responses: native), as OpenAI does;
+// by default only those chat completions cannot say go so.
 const catalogFile = `providers:
   - key: upstream-openai
     kind: openai
     base_url: %[1]s/v1
     api_key_env: UPSTREAM_KEY
+    responses: native
   - key: upstream-anthropic
     kind: anthropic
     base_url: %[1]s
