@@ -68,9 +68,7 @@ func TestAgents(t *testing.T) {
 			if len(calls) != len(sent) {
 				t.Errorf("the client made %d model calls through Tollgate and the upstream received %d: want one each", len(sent), len(calls))
 			}
-			if len(calls) != controlCalls {
-				t.Logf("the loop took %d calls through Tollgate and %d directly", len(calls), controlCalls)
-			}
+			t.Logf("%d model calls directly, %d through Tollgate", controlCalls, len(calls))
 			for i, p := range pairCalls(sent, calls) {
 				checkFaithful(t, cl, i, sent[i], calls[p])
 			}
