@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -50,7 +51,10 @@ func (c *OpenAI) nativeCall(chat Chat) bool {
 }
 
 // responsesBody is the client's body with the provider's model name and
-// stream set; nothing else of it changes, byte for byte.
+// stream set, and, when the client set no max_output_tokens, Tollgate's
+// output limit (the one the reservation is made for: the provider must
+// not write more than was reserved); nothing else of it changes, byte
+// for byte.
 func responsesBody(chat Chat, stream bool) (rawBody, error) {
 	model, err := marshalNoEscape(chat.Model)
 	if err != nil {
@@ -63,6 +67,12 @@ func responsesBody(chat Chat, stream bool) (rawBody, error) {
 	b, err := SpliceMember(chat.Native.Body, "model", model)
 	if err == nil {
 		b, err = SpliceMember(b, "stream", flag)
+	}
+	if limit := chat.OutputLimit(); err == nil && limit > 0 {
+		var found []memberSpan
+		if found, _, err = memberSpans(b, "max_output_tokens"); err == nil && len(found) == 0 {
+			b, err = SpliceMember(b, "max_output_tokens", strconv.AppendInt(nil, int64(limit), 10))
+		}
 	}
 	if err != nil {
 		return nil, rejectedLocally(err)

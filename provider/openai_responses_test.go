@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -287,4 +288,42 @@ func TestResponsesFakeRefusesAlteredReasoning(t *testing.T) {
 		t.Errorf("calls = %d, want 3", n)
 	}
 	_ = cmp.Diff
+}
+
+// TestResponsesNativeOutputLimit: a native body without max_output_tokens
+// is sent with the chat's output limit (what the reservation was made
+// for); the client's own limit is kept as it wrote it.
+func TestResponsesNativeOutputLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body string
+		limit      int
+		want       string
+	}{
+		{"none set, the limit added", `{"model":"m","input":"hi"}`, 512, `{"max_output_tokens":512,"model":"provider-model","input":"hi","stream":false}`},
+		{"the client's kept", `{"model":"m","max_output_tokens":64,"input":"hi"}`, 512, `{"model":"provider-model","max_output_tokens":64,"input":"hi","stream":false}`},
+		{"no limit, nothing added", `{"model":"m","input":"hi"}`, 0, `{"model":"provider-model","input":"hi","stream":false}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := respClient(t, provider.ResponsesNative)
+			f.Script(fake.Scripted{Text: true, Content: "done"})
+			chat := respNativeChat(tt.body)
+			chat.MaxCompletionTokens = tt.limit
+			if _, err := c.Complete(context.Background(), provider.Request{Chat: chat}); err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			calls := f.Calls()
+			if len(calls) != 1 {
+				t.Fatalf("calls = %d, want 1", len(calls))
+			}
+			_ = json.Unmarshal(calls[0].Body, &got)
+			_ = json.Unmarshal([]byte(tt.want), &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("body sent %s, want %s", calls[0].Body, tt.want)
+			}
+		})
+	}
 }

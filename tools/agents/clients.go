@@ -88,6 +88,7 @@ func Clients(scripts string) []Client {
 		},
 		{
 			Name: "codex", Package: "@openai/codex", Dialect: "openai", Model: "gpt-5",
+			Allowed: map[string]string{"max_output_tokens": defaultLimit},
 			Command: func(ctx context.Context, r Run) *exec.Cmd {
 				provider := fmt.Sprintf(`model_providers.tg={name="tg",base_url="%s/v1",env_key="TG_KEY",wire_api="responses"}`, r.BaseURL)
 				cmd := exec.CommandContext(ctx, r.bin("codex"), "exec", "--skip-git-repo-check",
@@ -137,6 +138,7 @@ func Clients(scripts string) []Client {
 		},
 		{
 			Name: "openai-agents", Package: "@openai/agents", Dialect: "openai", Model: "gpt-5",
+			Allowed: map[string]string{"max_output_tokens": defaultLimit},
 			Command: func(ctx context.Context, r Run) *exec.Cmd {
 				cmd := exec.CommandContext(ctx, "node", filepath.Join(scripts, "agents-sdk.mjs"))
 				cmd.Env = r.env("OPENAI_BASE_URL="+r.BaseURL+"/v1", "OPENAI_API_KEY="+r.Key, "TOOL_COMMAND="+ToolCommand,
