@@ -66,7 +66,8 @@ func codexOptions(sent *[]byte) []option.RequestOption {
 
 // asForwarded is what the provider must receive for a client's body:
 // the same bytes, stream and background taken out, model the provider's
-// name and stream how Tollgate reads the answer.
+// name, stream how Tollgate reads the answer, and the default output limit
+// when the body sets none.
 func asForwarded(t *testing.T, body []byte, model string, stream bool) string {
 	t.Helper()
 	b, err := provider.SpliceMember(body, "stream", nil)
@@ -82,6 +83,17 @@ func asForwarded(t *testing.T, body []byte, model string, stream bool) string {
 	}
 	if err == nil {
 		b, err = provider.SpliceMember(b, "stream", flag)
+	}
+	var limit struct {
+		MaxOutputTokens *int `json:"max_output_tokens"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &limit)
+	}
+	if err == nil && limit.MaxOutputTokens == nil {
+		// The output limit the reservation is made for: the service's
+		// default (tasks.Config.DefaultMaxTokens), when the client set none.
+		b, err = provider.SpliceMember(b, "max_output_tokens", []byte("1024"))
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +130,7 @@ func TestResponsesNativeCodexLoop(t *testing.T) {
 		t.Fatalf("provider calls = %d, want 1", len(calls))
 	}
 	if got, want := string(calls[0].Body), asForwarded(t, sent, "agent-model", true); got != want {
-		t.Errorf("the provider got:\n%s\nwant the client's bytes, model and stream set:\n%s", got, want)
+		t.Errorf("the provider got:\n%s\nwant the client's bytes, model, stream and the output limit set:\n%s", got, want)
 	}
 	if len(types) == 0 || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
 		t.Errorf("events %v, want the provider's, response.created to response.completed", types)
