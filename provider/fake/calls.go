@@ -165,3 +165,23 @@ func (e sse) flush() {
 		e.f.Flush()
 	}
 }
+
+// receiveOpenAI logs an OpenAI-format call and serves what its script
+// says before any answer is planned: a scripted failure or raw answer, a
+// pause, or a 400 for a body that did not decode (decodeErr). ok is false
+// when the call has been answered.
+func (s *Server) receiveOpenAI(w http.ResponseWriter, r *http.Request, body []byte, model string, stream bool, decodeErr error) (next Scripted, ok bool) {
+	next, scripted := s.log(r, model, body)
+	if scripted && !next.shapes(stream) {
+		s.serveScripted(w, r, next)
+		return next, false
+	}
+	if scripted && !s.pause(r, next) {
+		return next, false
+	}
+	if decodeErr != nil {
+		writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request. (fake: "+decodeErr.Error()+")")
+		return next, false
+	}
+	return next, true
+}

@@ -60,16 +60,8 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	body := readBody(w, r)
 	var req respRequest
 	err := decodeObject(body, &req)
-	next, scripted := s.log(r, req.Model, body)
-	if scripted && !next.shapes(req.Stream) {
-		s.serveScripted(w, r, next)
-		return
-	}
-	if scripted && !s.pause(r, next) {
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "We could not parse the JSON body of your request. (fake: "+err.Error()+")")
+	next, ok := s.receiveOpenAI(w, r, body, req.Model, req.Stream, err)
+	if !ok {
 		return
 	}
 	a, rerr := s.responsesAsk(req)
