@@ -45,11 +45,13 @@ test:
 # the OpenAI Agents SDK, LangChain, Instructor), pinned in
 # tools/agents/node, run headless through a real tollgate serve against a
 # scripted upstream, each also directly as a control (tools/agents). npm
-# installs them on first use (about 1.3 GB); Node.js 20 and npm needed.
+# installs them (about 1.3 GB) at the versions package.json pins, guided by
+# the lockfile; not npm ci, which refuses a lockfile that lists only this
+# platform's optional binaries. Node.js 20 and npm needed.
 test-agents:
 	@bash scripts/ensure-postgres.sh "$${TOLLGATE_TEST_DATABASE_URL:-}"
-	cd tools/agents/node && npm ci --no-audit --no-fund --loglevel=error
-	cd tools/agents/node/instructor && npm ci --no-audit --no-fund --loglevel=error
+	cd tools/agents/node && npm install --no-audit --no-fund --no-save --loglevel=error
+	cd tools/agents/node/instructor && npm install --no-audit --no-fund --no-save --loglevel=error
 	TOLLGATE_AGENTS=1 $(GO) test -count=1 -v -timeout 30m ./tools/agents
 
 # make lint: gofmt, vet, staticcheck, and the product's size limits: no
